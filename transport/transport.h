@@ -58,6 +58,10 @@ struct TransportOptions {
   uint64_t jobSecret = 0;
   /// Used in log and error messages only.
   int rank = -1;
+  /// tcp: the local IPv4/IPv6 address to listen on and to put into handles. Empty: the interface
+  /// chosen by BRAID_SOCKET_IFNAME, else the first non-loopback interface that is up, else
+  /// 127.0.0.1.
+  std::string tcpAddress;
 };
 
 /// Requests that may be in flight per connection (NCCL asks for at least 32).
