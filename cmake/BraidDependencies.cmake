@@ -30,6 +30,11 @@ macro(braid_resolve var found)
 endmacro()
 
 if(NOT BRAID_WITH_MPI STREQUAL "OFF")
+  # Debian installs MPICH and Open MPI side by side; braid's MPI launch support is built against
+  # MPICH unless MPI_C_COMPILER says otherwise (Open MPI is used only by the comparison baseline).
+  if(NOT MPI_C_COMPILER AND EXISTS /usr/bin/mpicc.mpich)
+    set(MPI_C_COMPILER /usr/bin/mpicc.mpich)
+  endif()
   find_package(MPI COMPONENTS C QUIET)
 endif()
 braid_resolve(BRAID_WITH_MPI MPI_C_FOUND)

@@ -1,0 +1,78 @@
+// Internal interface between the communicator and its algorithms. Each algorithm is one file
+// that opens with its schedule and α-β(-γ) cost, written only against P2p (or, for the same-host
+// algorithms, ShmSegment).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/types.h"
+#include "collectives/p2p.h"
+#include "collectives/shm_segment.h"
+#include "core/reduce.h"
+
+namespace braid::detail {
+
+/// Scratch memory that grows on demand and is reused (never freed per call), so repeated large
+/// collectives do not page-fault fresh memory on every call.
+class Scratch {
+ public:
+  uint8_t* get(size_t bytes);
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+/// Everything an algorithm needs for one call.
+struct CollArgs {
+  P2p* p2p = nullptr;
+  ShmSegment* shm = nullptr;  ///< set when every rank is on this host
+  Scratch* scratch = nullptr;
+  uint64_t seq = 0;
+  Fingerprint fp;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  ReduceFn reduce = nullptr;  ///< for op (kAvg reduces as sum)
+  size_t elemSize = 0;
+  size_t chunkBytes = 1 << 20;  ///< pipelining unit
+  int rank = 0;
+  int size = 1;
+};
+
+// All-reduce: sendbuf may equal recvbuf. kAvg is finished (divided) by the algorithm.
+Status allReduceRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
+Status allReduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
+Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* recvbuf,
+                                size_t count);
+Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
+
+// Other collectives (one algorithm each for now).
+Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount);
+Status allGatherRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcount);
+Status broadcastTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
+                     int root);
+Status reduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);
+Status allToAllPairwise(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
+Status barrierDissemination(const CollArgs& a);
+Status barrierShm(const CollArgs& a);
+
+/// The all-reduce algorithms by name, for BRAID_ALGO and the benchmark.
+enum class AllReduceAlgo { kAuto, kRing, kTree, kHalvingDoubling, kShm };
+const char* allReduceAlgoName(AllReduceAlgo algo);
+/// Accepts "auto", "ring", "tree", "halving_doubling" (alias "hd", "rabenseifner"), "shm".
+Result<AllReduceAlgo> parseAllReduceAlgo(const std::string& name);
+
+/// Splits count elements into n nearly equal blocks: block i is [blockStart(i), blockStart(i+1)).
+inline size_t blockStart(size_t count, int n, int i) {
+  size_t base = count / static_cast<size_t>(n);
+  size_t rem = count % static_cast<size_t>(n);
+  size_t ui = static_cast<size_t>(i);
+  return ui * base + (ui < rem ? ui : rem);
+}
+
+/// Copies src to dst unless they are the same buffer.
+void copyIfDistinct(void* dst, const void* src, size_t bytes);
+
+}  // namespace braid::detail

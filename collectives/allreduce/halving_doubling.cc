@@ -1,0 +1,98 @@
+// Recursive halving/doubling all-reduce (Rabenseifner), correct for any p.
+//
+// Schedule: let q = 2^⌊log2 p⌋ and e = p − q. Fold: among ranks 0..2e−1, each even rank sends its
+// whole vector to the next odd rank, which reduces it; the even ranks then sit out. The q
+// remaining ranks (renumbered 0..q−1) run a reduce-scatter by recursive halving (in round k,
+// exchange half of the current range with the partner at distance q/2^(k+1), keep and reduce the
+// half on this rank's side), then an all-gather by recursive doubling (the same rounds in
+// reverse). Unfold: each odd rank of the first 2e sends the result to its even partner.
+// Cost: 2·log2 q·α + 2·(q−1)/q·S·β + (q−1)/q·S·γ, plus 2·(α + S·β) + S·γ for the fold when p is
+// not a power of two. Latency of the tree, bandwidth of the ring.
+#include "collectives/algorithms.h"
+
+namespace braid::detail {
+
+Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* recvbuf,
+                                size_t count) {
+  const int p = a.size;
+  const int r = a.rank;
+  const size_t es = a.elemSize;
+  uint8_t* buf = static_cast<uint8_t*>(recvbuf);
+  copyIfDistinct(recvbuf, sendbuf, count * es);
+  P2p& net = *a.p2p;
+  net.begin(a.seq, a.fp);
+  if (p == 1) return Status::ok();
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  const int extra = p - q;
+  uint8_t* tmp = a.scratch->get(count * es + 64);
+
+  // Fold the first 2·extra ranks pairwise.
+  int v = -1;  // rank among the q participants, -1 when sitting out
+  if (r < 2 * extra) {
+    if (r % 2 == 0) {
+      net.postSend(r + 1, buf, count * es);
+      BRAID_RETURN_IF_ERROR(net.waitAll());
+    } else {
+      net.postRecv(r - 1, tmp, count * es);
+      BRAID_RETURN_IF_ERROR(net.waitAll());
+      if (count > 0) a.reduce(buf, buf, tmp, count);
+      v = r / 2;
+    }
+  } else {
+    v = r - extra;
+  }
+  auto realRank = [&](int vr) { return vr < extra ? vr * 2 + 1 : vr + extra; };
+
+  if (v >= 0) {
+    // Reduce-scatter by recursive halving over q blocks; [lo, hi) is the block range owned.
+    int lo = 0, hi = q;
+    for (int dist = q / 2; dist >= 1; dist /= 2) {
+      const int partner = v ^ dist;
+      const int mid = (lo + hi) / 2;
+      int keepLo, keepHi, sendLo, sendHi;
+      if (v < partner) {
+        keepLo = lo, keepHi = mid, sendLo = mid, sendHi = hi;
+      } else {
+        keepLo = mid, keepHi = hi, sendLo = lo, sendHi = mid;
+      }
+      const size_t kb = blockStart(count, q, keepLo), ke = blockStart(count, q, keepHi);
+      const size_t sb = blockStart(count, q, sendLo), se = blockStart(count, q, sendHi);
+      net.postRecv(realRank(partner), tmp + kb * es, (ke - kb) * es);
+      net.postSend(realRank(partner), buf + sb * es, (se - sb) * es);
+      BRAID_RETURN_IF_ERROR(net.waitAll());
+      if (ke > kb) a.reduce(buf + kb * es, buf + kb * es, tmp + kb * es, ke - kb);
+      lo = keepLo, hi = keepHi;
+    }
+    if (a.op == ReduceOp::kAvg) {
+      const size_t b = blockStart(count, q, lo), e = blockStart(count, q, hi);
+      scaleForAvg(a.type, buf + b * es, e - b, p);
+    }
+    // All-gather by recursive doubling: the same partners in reverse order.
+    for (int dist = 1; dist < q; dist *= 2) {
+      const int partner = v ^ dist;
+      const int width = hi - lo;
+      int otherLo = (v & dist) ? lo - width : hi;
+      int otherHi = otherLo + width;
+      const size_t mb = blockStart(count, q, lo), me = blockStart(count, q, hi);
+      const size_t ob = blockStart(count, q, otherLo), oe = blockStart(count, q, otherHi);
+      net.postRecv(realRank(partner), buf + ob * es, (oe - ob) * es);
+      net.postSend(realRank(partner), buf + mb * es, (me - mb) * es);
+      BRAID_RETURN_IF_ERROR(net.waitAll());
+      lo = std::min(lo, otherLo), hi = std::max(hi, otherHi);
+    }
+  }
+
+  // Unfold: odd ranks of the first 2·extra give the result to their even partner.
+  if (r < 2 * extra) {
+    if (r % 2 == 1) {
+      net.postSend(r - 1, buf, count * es);
+    } else {
+      net.postRecv(r + 1, buf, count * es);
+    }
+    BRAID_RETURN_IF_ERROR(net.waitAll());
+  }
+  return Status::ok();
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,228 @@
+// The C API: a thin, noexcept layer over Communicator. Status codes map one-to-one.
+#include "braid/braid.h"
+
+#include <sys/random.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "braid/comm.hpp"
+#include "core/params.h"
+#include "transport/bootstrap/bootstrap.h"
+
+struct braidComm {
+  std::unique_ptr<braid::Communicator> comm;
+};
+
+namespace {
+
+thread_local std::string tLastError;
+
+braidResult_t toResult(const braid::Status& s) {
+  if (!s.isOk()) tLastError = s.toString();
+  return static_cast<braidResult_t>(s.code());
+}
+
+constexpr uint32_t kIdMagic = 0x62726964;  // "brid"
+
+struct IdLayout {
+  uint32_t magic;
+  uint16_t port;
+  uint16_t reserved;
+  uint64_t secret;
+  char host[64];
+};
+static_assert(sizeof(IdLayout) <= BRAID_UNIQUE_ID_BYTES, "unique id layout fits");
+
+// Stores served by braidGetUniqueId live as long as the process.
+std::mutex gServedMu;
+std::vector<std::shared_ptr<braid::Store>>* gServed = new std::vector<std::shared_ptr<braid::Store>>();
+
+template <typename F>
+braidResult_t guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    tLastError = "out of memory";
+    return braidSystemError;
+  } catch (const std::exception& e) {
+    tLastError = std::string("internal error: ") + e.what();
+    return braidInternalError;
+  } catch (...) {
+    tLastError = "internal error: unknown exception";
+    return braidInternalError;
+  }
+}
+
+braidResult_t badArg(const char* what) {
+  tLastError = std::string("invalid argument: ") + what;
+  return braidInvalidArgument;
+}
+
+#define BRAID_C_CHECK_COMM(comm) \
+  if ((comm) == nullptr || !(comm)->comm) return badArg("communicator is null")
+
+}  // namespace
+
+extern "C" {
+
+braidResult_t braidGetVersion(int* version) {
+  if (version == nullptr) return badArg("version is null");
+  *version = BRAID_VERSION_CODE;
+  return braidSuccess;
+}
+
+const char* braidGetErrorString(braidResult_t result) {
+  return braid::codeName(static_cast<braid::Code>(result));
+}
+
+const char* braidGetLastError(braidComm_t) { return tLastError.c_str(); }
+
+braidResult_t braidGetUniqueId(braidUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return badArg("uniqueId is null");
+  return guarded([&]() -> braidResult_t {
+    std::string host = "127.0.0.1";
+    auto store = braid::createTcpStore(host, 0, true, braid::Deadline::afterMs(10000));
+    if (!store.isOk()) return toResult(store.status());
+    IdLayout id{};
+    id.magic = kIdMagic;
+    id.port = static_cast<uint16_t>(braid::tcpStorePort(store->get()));
+    if (getrandom(&id.secret, sizeof(id.secret), 0) != sizeof(id.secret)) {
+      return toResult(braid::systemError("getrandom failed"));
+    }
+    snprintf(id.host, sizeof(id.host), "%s", host.c_str());
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    std::memcpy(uniqueId->internal, &id, sizeof(id));
+    std::lock_guard<std::mutex> lock(gServedMu);
+    gServed->push_back(std::shared_ptr<braid::Store>(std::move(store).value()));
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, int rank) {
+  if (comm == nullptr) return badArg("comm is null");
+  *comm = nullptr;
+  IdLayout id;
+  std::memcpy(&id, commId.internal, sizeof(id));
+  if (id.magic != kIdMagic || id.port == 0) return badArg("unique id is malformed (not from braidGetUniqueId?)");
+  id.host[sizeof(id.host) - 1] = '\0';
+  return guarded([&]() -> braidResult_t {
+    auto store = braid::createTcpStore(id.host, id.port, false,
+                                       braid::Deadline::afterMs(braid::paramInt("BRAID_TIMEOUT_MS")));
+    if (!store.isOk()) return toResult(store.status());
+    braid::CommOptions options;
+    options.rank = rank;
+    options.size = nranks;
+    options.store = std::shared_ptr<braid::Store>(std::move(store).value());
+    options.jobSecret = id.secret;
+    auto c = braid::Communicator::create(std::move(options));
+    if (!c.isOk()) return toResult(c.status());
+    *comm = new braidComm{std::move(c).value()};
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommInitFromEnv(braidComm_t* comm) {
+  if (comm == nullptr) return badArg("comm is null");
+  *comm = nullptr;
+  return guarded([&]() -> braidResult_t {
+    auto c = braid::Communicator::createFromEnvironment();
+    if (!c.isOk()) return toResult(c.status());
+    *comm = new braidComm{std::move(c).value()};
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommDestroy(braidComm_t comm) {
+  if (comm == nullptr) return braidSuccess;
+  return guarded([&]() -> braidResult_t {
+    delete comm;
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommAbort(braidComm_t comm) {
+  if (comm == nullptr) return braidSuccess;
+  return guarded([&]() -> braidResult_t {
+    if (comm->comm) comm->comm->abort("braidCommAbort");
+    delete comm;
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError) {
+  BRAID_C_CHECK_COMM(comm);
+  if (asyncError == nullptr) return badArg("asyncError is null");
+  *asyncError = toResult(comm->comm->health());
+  return braidSuccess;
+}
+
+braidResult_t braidCommCount(const braidComm_t comm, int* count) {
+  BRAID_C_CHECK_COMM(comm);
+  if (count == nullptr) return badArg("count is null");
+  *count = comm->comm->size();
+  return braidSuccess;
+}
+
+braidResult_t braidCommUserRank(const braidComm_t comm, int* rank) {
+  BRAID_C_CHECK_COMM(comm);
+  if (rank == nullptr) return badArg("rank is null");
+  *rank = comm->comm->rank();
+  return braidSuccess;
+}
+
+#define BRAID_C_CALL(comm, expr)                                              \
+  BRAID_C_CHECK_COMM(comm);                                                   \
+  return guarded([&]() -> braidResult_t { return toResult(comm->comm->expr); })
+
+using braid::DataType;
+using braid::ReduceOp;
+
+braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, braidRedOp_t op, braidComm_t comm) {
+  BRAID_C_CALL(comm, allReduce(sendbuff, recvbuff, count, static_cast<DataType>(datatype),
+                               static_cast<ReduceOp>(op)));
+}
+
+braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 braidDataType_t datatype, braidRedOp_t op, braidComm_t comm) {
+  BRAID_C_CALL(comm, reduceScatter(sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
+                                   static_cast<ReduceOp>(op)));
+}
+
+braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             braidDataType_t datatype, braidComm_t comm) {
+  BRAID_C_CALL(comm, allGather(sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)));
+}
+
+braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, int root, braidComm_t comm) {
+  BRAID_C_CALL(comm, broadcast(sendbuff, recvbuff, count, static_cast<DataType>(datatype), root));
+}
+
+braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm) {
+  BRAID_C_CALL(comm, reduce(sendbuff, recvbuff, count, static_cast<DataType>(datatype),
+                            static_cast<ReduceOp>(op), root));
+}
+
+braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            braidDataType_t datatype, braidComm_t comm) {
+  BRAID_C_CALL(comm, allToAll(sendbuff, recvbuff, count, static_cast<DataType>(datatype)));
+}
+
+braidResult_t braidBarrier(braidComm_t comm) { BRAID_C_CALL(comm, barrier()); }
+
+braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm) {
+  BRAID_C_CALL(comm, send(sendbuff, count, static_cast<DataType>(datatype), peer));
+}
+
+braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm) {
+  BRAID_C_CALL(comm, recv(recvbuff, count, static_cast<DataType>(datatype), peer));
+}
+
+}  // extern "C"

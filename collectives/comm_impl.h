@@ -1,0 +1,92 @@
+// Communicator internals shared by communicator.cc (setup, failure, queue) and collectives.cc
+// (argument checks and dispatch).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/comm.hpp"
+#include "collectives/algorithms.h"
+#include "collectives/p2p.h"
+#include "collectives/shm_segment.h"
+#include "core/store.h"
+#include "transport/transport.h"
+
+namespace braid {
+
+class Communicator::Impl {
+ public:
+  class WorkItem;
+  ~Impl();
+
+  Status init(CommOptions options);
+
+  /// Runs body with the arguments of one operation, in issue order, after checking health; a
+  /// failure fails the communicator. collective=false (send/recv) takes no sequence number.
+  Status run(const detail::Fingerprint& fp, bool collective,
+             const std::function<Status(const detail::CollArgs&)>& body);
+  Result<std::shared_ptr<Work>> runAsync(const detail::Fingerprint& fp,
+                                         std::function<Status(const detail::CollArgs&)> body);
+
+  detail::AllReduceAlgo pickAllReduce(size_t bytes) const;
+  bool hasSegment() const { return segment_ != nullptr; }
+
+  /// Records the first error, raises the host-wide abort word and publishes it in the store.
+  void recordFailure(const Status& s, bool notifyPeers);
+  Status health() const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  int localRank_ = 0;
+  int numHosts_ = 1;
+  std::vector<int> hostOf_;
+  std::vector<int> localRanks_;
+  detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;
+  std::atomic<bool> aborted_{false};
+
+ private:
+  Status connectAll(Deadline deadline);
+  Status parseAlgoOverrides(const std::string& spec);
+  Status execute(const detail::Fingerprint& fp, bool collective,
+                 const std::function<Status(const detail::CollArgs&)>& body);
+  /// recordFailure, then abort frames to every peer.
+  void fail(const Status& s, bool publish);
+  Status checkAbort();
+  Status storeAbortStatus(Deadline deadline);
+  std::shared_ptr<Work> enqueue(std::function<Status()> fn);
+  void workerLoop();
+
+  std::shared_ptr<Store> store_;
+  uint64_t secret_ = 0;
+  int64_t timeoutMs_ = 0;
+  size_t chunkBytes_ = 0;
+  std::string prefix_;
+  std::unique_ptr<transport::Transport> shm_;
+  std::unique_ptr<transport::Transport> tcp_;
+  std::vector<detail::PeerLink> links_;
+  std::unique_ptr<detail::ShmSegment> segment_;
+  std::unique_ptr<detail::P2p> p2p_;
+  detail::Scratch scratch_;
+  uint64_t seq_ = 0;
+  uint64_t nextStoreCheckNs_ = 0;
+
+  mutable std::mutex errorMu_;
+  Status firstError_;
+
+  std::mutex execMu_;
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<std::shared_ptr<WorkItem>> queue_;
+  std::thread worker_;
+  std::atomic<bool> workerStarted_{false};
+  bool stopping_ = false;
+};
+
+}  // namespace braid

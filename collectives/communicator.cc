@@ -1,0 +1,458 @@
+// The host-memory Communicator: setup (host grouping, connections, intra-host segment), argument
+// checks, the order/fingerprint sequence, failure propagation and the asynchronous queue. The
+// algorithms themselves live one per file (allreduce/*.cc, broadcast.cc, ...).
+#include "collectives/comm_impl.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/bootstrap/bootstrap.h"
+
+namespace braid {
+
+const char* collectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kBarrier: return "barrier";
+    case Collective::kSend: return "send";
+    case Collective::kRecv: return "recv";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string readFirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// Host identity: BRAID_HOST_ID, else hostname + boot id + network namespace, so that emulated
+// hosts in separate network namespaces of one machine count as different hosts.
+std::string detectHostId(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  std::string env = paramString("BRAID_HOST_ID");
+  if (!env.empty()) return env;
+  char host[HOST_NAME_MAX + 1] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string id = host;
+  id += "/" + readFirstLine("/proc/sys/kernel/random/boot_id");
+  struct stat st;
+  if (stat("/proc/self/ns/net", &st) == 0) id += "/netns:" + std::to_string(st.st_ino);
+  return id;
+}
+
+std::atomic<int> gCommCounter{0};
+
+std::vector<uint8_t> toBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string fromBytes(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Work
+
+class Communicator::Impl::WorkItem : public Work {
+ public:
+  explicit WorkItem(std::function<Status()> fn) : fn_(std::move(fn)) {}
+  bool test() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  Status wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+  void run() {
+    Status s = fn_();
+    fn_ = nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::function<Status()> fn_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+Result<std::unique_ptr<Communicator>> Communicator::create(CommOptions options) {
+  std::unique_ptr<Impl> impl(new Impl());
+  BRAID_RETURN_IF_ERROR(impl->init(std::move(options)));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment() {
+  Deadline deadline = Deadline::afterMs(paramInt("BRAID_TIMEOUT_MS"));
+  BRAID_ASSIGN_OR_RETURN(BootstrapInfo info, bootstrapFromEnvironment(deadline));
+  CommOptions options;
+  options.rank = info.rank;
+  options.size = info.size;
+  options.store = std::shared_ptr<Store>(std::move(info.store));
+  options.jobSecret = info.jobSecret;
+  options.localRankHint = info.localRank;
+  return create(std::move(options));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  // Rank 0 usually serves the rendezvous store: it stays until every rank has left (bounded), so
+  // that peers can still read an abort record or finish their own teardown.
+  if (store_ && size_ > 1 && p2p_) {
+    auto left = store_->add(prefix_ + "left", 1);
+    if (rank_ == 0 && left.isOk()) {
+      Deadline deadline = Deadline::afterMs(aborted_.load() ? 2000 : std::min<int64_t>(timeoutMs_, 10000));
+      int64_t n = *left;
+      while (n < size_ && !deadline.expired()) {
+        usleep(1000);
+        auto v = store_->add(prefix_ + "left", 0);
+        if (!v.isOk()) break;
+        n = *v;
+      }
+    }
+  }
+}
+
+Status Communicator::Impl::init(CommOptions options) {
+  if (options.size < 1) return invalidArgument("communicator size must be ≥ 1, got " + std::to_string(options.size));
+  if (options.rank < 0 || options.rank >= options.size) {
+    return invalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +
+                           std::to_string(options.size) + ")");
+  }
+  if (!options.store) return invalidArgument("communicator needs a rendezvous store");
+  rank_ = options.rank;
+  size_ = options.size;
+  store_ = options.store;
+  secret_ = options.jobSecret;
+  timeoutMs_ = paramInt("BRAID_TIMEOUT_MS");
+  chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, paramInt("BRAID_CHUNK_BYTES")));
+  setLogRank(rank_);
+  prefix_ = "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
+  std::string transportName = options.transport.empty() ? paramString("BRAID_TRANSPORT") : options.transport;
+  if (transportName != "auto" && transportName != "shm" && transportName != "tcp") {
+    return invalidArgument("unknown transport '" + transportName + "'; valid: auto, shm, tcp");
+  }
+  BRAID_RETURN_IF_ERROR(parseAlgoOverrides(paramString("BRAID_ALGO")));
+  Deadline deadline = Deadline::afterMs(timeoutMs_);
+
+  // Host grouping: every rank publishes its host identity.
+  std::string hostId = detectHostId(options.hostId);
+  BRAID_RETURN_IF_ERROR(store_->set(prefix_ + "host/" + std::to_string(rank_), toBytes(hostId)));
+  std::vector<std::string> hostIds(size_);
+  for (int r = 0; r < size_; ++r) {
+    BRAID_ASSIGN_OR_RETURN(auto v, store_->get(prefix_ + "host/" + std::to_string(r), deadline));
+    hostIds[r] = fromBytes(v);
+  }
+  hostOf_.assign(size_, -1);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size_; ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), hostIds[r]);
+    hostOf_[r] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(hostIds[r]);
+  }
+  numHosts_ = static_cast<int>(hosts.size());
+  for (int r = 0; r < size_; ++r) {
+    if (hostOf_[r] == hostOf_[rank_]) {
+      if (r == rank_) localRank_ = static_cast<int>(localRanks_.size());
+      localRanks_.push_back(r);
+    }
+  }
+
+  // Transports: shm between ranks of one host (unless tcp is forced), tcp otherwise.
+  transport::TransportOptions topts;
+  topts.jobSecret = secret_;
+  topts.rank = rank_;
+  topts.tcpAddress = options.tcpAddress;
+  const bool useShm = transportName != "tcp" && localRanks_.size() > 1;
+  const bool needTcp = transportName == "tcp" || numHosts_ > 1;
+  if (transportName == "shm" && numHosts_ > 1) {
+    return invalidArgument("BRAID_TRANSPORT=shm but the ranks span " + std::to_string(numHosts_) +
+                           " hosts; use auto or tcp");
+  }
+  if (useShm) {
+    BRAID_ASSIGN_OR_RETURN(shm_, transport::createTransport("shm", topts));
+  }
+  if (needTcp) {
+    BRAID_ASSIGN_OR_RETURN(tcp_, transport::createTransport("tcp", topts));
+  }
+  links_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    links_[r].transport = (useShm && hostOf_[r] == hostOf_[rank_]) ? shm_.get() : tcp_.get();
+  }
+  BRAID_RETURN_IF_ERROR(connectAll(deadline));
+
+  // Intra-host segment for the shm all-reduce and barrier.
+  if (useShm) {
+    char name[96];
+    snprintf(name, sizeof(name), "/braid-%016llx-%s-h%d", static_cast<unsigned long long>(secret_),
+             prefix_.substr(6, prefix_.size() - 7).c_str(), hostOf_[rank_]);
+    BRAID_ASSIGN_OR_RETURN(
+        segment_, detail::ShmSegment::create(name, store_.get(),
+                                             prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/",
+                                             secret_, localRanks_, localRank_,
+                                             static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
+                                             timeoutMs_));
+  }
+  p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
+                                       [this] { return checkAbort(); });
+  BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
+             rank_, size_, hostOf_[rank_], numHosts_, localRank_, localRanks_.size(),
+             transportName.c_str());
+  return Status::ok();
+}
+
+Status Communicator::Impl::connectAll(Deadline deadline) {
+  using transport::Handle;
+  // Rank r listens once per peer q; slot q of r's handle table is what q connects to.
+  std::vector<std::unique_ptr<transport::ListenComm>> listens(size_);
+  std::vector<uint8_t> table(static_cast<size_t>(size_) * sizeof(Handle), 0);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Handle h{};
+    BRAID_RETURN_IF_ERROR(links_[q].transport->listen(&h, &listens[q]));
+    std::memcpy(table.data() + static_cast<size_t>(q) * sizeof(Handle), &h, sizeof(Handle));
+  }
+  BRAID_RETURN_IF_ERROR(store_->set(prefix_ + "handles/" + std::to_string(rank_), table));
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    BRAID_ASSIGN_OR_RETURN(auto theirs, store_->get(prefix_ + "handles/" + std::to_string(q), deadline));
+    if (theirs.size() != table.size()) return internalError("handle table of rank " + std::to_string(q) + " is malformed");
+    Handle h;
+    std::memcpy(&h, theirs.data() + static_cast<size_t>(rank_) * sizeof(Handle), sizeof(Handle));
+    BRAID_RETURN_IF_ERROR(links_[q].transport->connect(h, &links_[q].send).withContext(
+        "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(q)));
+  }
+  Backoff backoff;
+  int pending = size_ - 1;
+  while (pending > 0) {
+    bool progressed = false;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_ || links_[q].recv) continue;
+      BRAID_RETURN_IF_ERROR(links_[q].transport->accept(listens[q].get(), &links_[q].recv));
+      if (links_[q].recv) {
+        --pending;
+        progressed = true;
+        listens[q].reset();
+      }
+    }
+    if (progressed) {
+      backoff.reset();
+      continue;
+    }
+    if (deadline.expired()) {
+      std::string missing;
+      for (int q = 0; q < size_; ++q) {
+        if (q != rank_ && !links_[q].recv) missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+      }
+      return timeoutError("rank " + std::to_string(rank_) + ": ranks " + missing +
+                          " did not connect within BRAID_TIMEOUT_MS=" + std::to_string(timeoutMs_));
+    }
+    backoff.pause();
+  }
+  return Status::ok();
+}
+
+Status Communicator::Impl::parseAlgoOverrides(const std::string& spec) {
+  // "ring" (all-reduce) or "allreduce:ring;broadcast:tree".
+  size_t start = 0;
+  while (start <= spec.size() && !spec.empty()) {
+    size_t end = spec.find(';', start);
+    std::string entry = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? spec.size() + 1 : end + 1;
+    if (entry.empty()) continue;
+    std::string coll = "allreduce", algo = entry;
+    size_t colon = entry.find(':');
+    if (colon != std::string::npos) {
+      coll = entry.substr(0, colon);
+      algo = entry.substr(colon + 1);
+    }
+    if (coll == "allreduce") {
+      auto parsed = detail::parseAllReduceAlgo(algo);
+      if (!parsed.isOk()) return parsed.status().withContext("BRAID_ALGO");
+      forcedAllReduce_ = *parsed;
+    } else if (coll == "broadcast" || coll == "reduce") {
+      if (algo != "tree") return invalidArgument("BRAID_ALGO: unknown " + coll + " algorithm '" + algo + "'; valid: tree");
+    } else if (coll == "reducescatter" || coll == "allgather") {
+      if (algo != "ring") return invalidArgument("BRAID_ALGO: unknown " + coll + " algorithm '" + algo + "'; valid: ring");
+    } else if (coll == "alltoall") {
+      if (algo != "pairwise") return invalidArgument("BRAID_ALGO: unknown alltoall algorithm '" + algo + "'; valid: pairwise");
+    } else {
+      return invalidArgument("BRAID_ALGO: unknown collective '" + coll +
+                             "'; valid: allreduce, reducescatter, allgather, broadcast, reduce, alltoall");
+    }
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failure handling
+
+Status Communicator::Impl::checkAbort() {
+  if (aborted_.load(std::memory_order_acquire)) return health();
+  if (segment_) {
+    BRAID_RETURN_IF_ERROR(segment_->abortStatus());
+    BRAID_RETURN_IF_ERROR(segment_->checkAnnouncements());
+  }
+  uint64_t now = nowNs();
+  if (now < nextStoreCheckNs_) return Status::ok();
+  nextStoreCheckNs_ = now + 500000000ull;
+  return storeAbortStatus(Deadline::afterMs(0));
+}
+
+// The abort record in the store is "<code>|<message>", written by the first rank that failed.
+Status Communicator::Impl::storeAbortStatus(Deadline deadline) {
+  auto v = store_->get(prefix_ + "abort", deadline);
+  if (v.isOk()) {
+    std::string text = fromBytes(*v);
+    size_t bar = text.find('|');
+    int code = bar == std::string::npos ? static_cast<int>(Code::kRemote) : atoi(text.c_str());
+    if (code <= 0 || code > static_cast<int>(Code::kTimeout)) code = static_cast<int>(Code::kRemote);
+    return Status(static_cast<Code>(code), "rank " + std::to_string(rank_) +
+                                               ": the communicator was aborted: " +
+                                               (bar == std::string::npos ? text : text.substr(bar + 1)));
+  }
+  if (v.status().code() != Code::kTimeout) {
+    return remoteError("rank " + std::to_string(rank_) +
+                       ": lost the rendezvous store (rank 0 exited?): " + v.status().message());
+  }
+  return Status::ok();
+}
+
+void Communicator::Impl::recordFailure(const Status& s, bool notifyPeers) {
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    if (!firstError_.isOk()) return;
+    firstError_ = s;
+  }
+  aborted_.store(true, std::memory_order_release);
+  BRAID_WARN("communicator failed: %s", s.toString().c_str());
+  // The store record first: peers that see the abort word or an abort frame read it for the cause.
+  if (notifyPeers) {
+    (void)store_->set(prefix_ + "abort",
+                      toBytes(std::to_string(static_cast<int>(s.code())) + "|" + s.message()));
+  }
+  if (segment_) segment_->raiseAbort(static_cast<int>(s.code()), rank_);
+}
+
+void Communicator::Impl::fail(const Status& s, bool publish) {
+  recordFailure(s, publish);
+  // Tell the peers this rank's transports can reach, then stop talking.
+  if (p2p_) p2p_->sendAbort(static_cast<int>(s.code()), rank_, 100);
+}
+
+Status Communicator::Impl::health() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return firstError_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running operations
+
+Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collective,
+                                   const std::function<Status(const detail::CollArgs&)>& body) {
+  // Caller holds execMu_ (inline) or is the worker.
+  if (aborted_.load(std::memory_order_acquire)) return health();
+  detail::CollArgs a;
+  a.p2p = p2p_.get();
+  a.shm = (segment_ && numHosts_ == 1) ? segment_.get() : nullptr;
+  a.scratch = &scratch_;
+  a.seq = collective ? ++seq_ : 0;
+  a.fp = fp;
+  a.type = fp.type;
+  a.op = fp.op;
+  a.reduce = getReduceFn(fp.type, fp.op == ReduceOp::kAvg ? ReduceOp::kSum : fp.op);
+  a.elemSize = dataTypeSize(fp.type);
+  a.chunkBytes = chunkBytes_;
+  a.rank = rank_;
+  a.size = size_;
+  if (segment_ && collective) segment_->announce(a.seq, fp);
+  Status s = body(a);
+  bool publish = true;
+  if (!s.isOk() && s.code() == Code::kRemote) {
+    // A peer aborted: report the original cause (and its code) when it is on record; it is
+    // already published, so do not publish it again.
+    Status cause = storeAbortStatus(Deadline::afterMs(300));
+    if (!cause.isOk()) {
+      s = cause;
+      publish = false;
+    }
+  }
+  if (!s.isOk()) fail(s, publish);
+  return s;
+}
+
+Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective,
+                               const std::function<Status(const detail::CollArgs&)>& body) {
+  if (workerStarted_.load(std::memory_order_acquire)) {
+    // Keep issue order with earlier asynchronous operations.
+    return enqueue([&] { return execute(fp, collective, body); })->wait();
+  }
+  std::lock_guard<std::mutex> lock(execMu_);
+  return execute(fp, collective, body);
+}
+
+std::shared_ptr<Work> Communicator::Impl::enqueue(std::function<Status()> fn) {
+  auto item = std::make_shared<WorkItem>(std::move(fn));
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (!worker_.joinable()) {
+      worker_ = std::thread([this] { workerLoop(); });
+      workerStarted_.store(true, std::memory_order_release);
+    }
+    queue_.push_back(item);
+  }
+  queueCv_.notify_one();
+  return item;
+}
+
+void Communicator::Impl::workerLoop() {
+  for (;;) {
+    std::shared_ptr<WorkItem> item;
+    {
+      std::unique_lock<std::mutex> lock(queueMu_);
+      queueCv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(execMu_);
+    item->run();
+  }
+}
+
+Result<std::shared_ptr<Work>> Communicator::Impl::runAsync(
+    const detail::Fingerprint& fp, std::function<Status(const detail::CollArgs&)> body) {
+  return enqueue([this, fp, body = std::move(body)] { return execute(fp, true, body); });
+}
+
+}  // namespace braid

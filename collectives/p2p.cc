@@ -1,0 +1,263 @@
+#include "collectives/p2p.h"
+
+#include <cinttypes>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace braid::detail {
+
+std::string Fingerprint::describe() const {
+  std::string s = collectiveName(collective);
+  s += "(count=" + std::to_string(count) + ", " + dataTypeName(type);
+  if (collective == Collective::kAllReduce || collective == Collective::kReduce ||
+      collective == Collective::kReduceScatter) {
+    s += std::string(", ") + reduceOpName(op);
+  }
+  if (root >= 0) s += ", root=" + std::to_string(root);
+  return s + ")";
+}
+
+transport::Meta encodeMeta(FrameKind kind, const Fingerprint& fp, uint64_t seq, int sender,
+                           int code) {
+  transport::Meta m{};
+  m.words[0] = (uint64_t{static_cast<uint8_t>(kind)} << 56) |
+               (uint64_t{static_cast<uint8_t>(fp.collective)} << 48) |
+               (uint64_t{static_cast<uint8_t>(fp.type)} << 40) |
+               (uint64_t{static_cast<uint8_t>(fp.op)} << 32) | static_cast<uint32_t>(fp.root);
+  m.words[1] = seq;
+  m.words[2] = fp.count;
+  m.words[3] = (uint64_t{static_cast<uint32_t>(sender)} << 32) | static_cast<uint32_t>(code);
+  return m;
+}
+
+void decodeMeta(const transport::Meta& m, FrameKind* kind, Fingerprint* fp, uint64_t* seq,
+                int* sender, int* code) {
+  *kind = static_cast<FrameKind>(m.words[0] >> 56);
+  fp->collective = static_cast<Collective>((m.words[0] >> 48) & 0xff);
+  fp->type = static_cast<DataType>((m.words[0] >> 40) & 0xff);
+  fp->op = static_cast<ReduceOp>((m.words[0] >> 32) & 0xff);
+  fp->root = static_cast<int32_t>(m.words[0] & 0xffffffffu);
+  *seq = m.words[1];
+  fp->count = m.words[2];
+  *sender = static_cast<int>(m.words[3] >> 32);
+  *code = static_cast<int>(m.words[3] & 0xffffffffu);
+}
+
+P2p::P2p(int rank, int size, std::vector<PeerLink>* links, int64_t timeoutMs,
+         std::function<Status()> checkAbort)
+    : rank_(rank),
+      size_(size),
+      links_(links),
+      timeoutMs_(timeoutMs),
+      checkAbort_(std::move(checkAbort)),
+      blockedSend_(size),
+      blockedRecv_(size) {
+  ops_.reserve(1024);
+}
+
+void P2p::begin(uint64_t seq, const Fingerprint& fp) {
+  seq_ = seq;
+  fp_ = fp;
+  dataMeta_ = encodeMeta(FrameKind::kData, fp, seq, rank_, 0);
+}
+
+P2p::Handle P2p::postSend(int peer, const void* buf, size_t bytes) {
+  ops_.push_back(Op{peer, true, const_cast<void*>(buf), bytes, nullptr, dataMeta_, false, 0});
+  return static_cast<Handle>(ops_.size() - 1);
+}
+
+P2p::Handle P2p::postRecv(int peer, void* buf, size_t bytes) {
+  ops_.push_back(Op{peer, false, buf, bytes, nullptr, transport::Meta{}, false, 0});
+  return static_cast<Handle>(ops_.size() - 1);
+}
+
+Status P2p::checkRecvMeta(const Op& op) {
+  FrameKind kind;
+  Fingerprint theirs;
+  uint64_t seq;
+  int sender, code;
+  decodeMeta(op.meta, &kind, &theirs, &seq, &sender, &code);
+  if (kind == FrameKind::kAbort) {
+    return remoteError("rank " + std::to_string(rank_) + ": peer rank " + std::to_string(op.peer) +
+                       " aborted the communicator (" + codeName(static_cast<Code>(code)) +
+                       ", first reported by rank " + std::to_string(static_cast<int>(seq)) +
+                       "); see that rank's error for the cause");
+  }
+  if (kind != FrameKind::kData || sender != op.peer) {
+    return internalError("rank " + std::to_string(rank_) + ": malformed frame from rank " +
+                         std::to_string(op.peer));
+  }
+  if (seq != seq_ || theirs != fp_) {
+    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
+                        " issued #" + std::to_string(seq_) + " " + fp_.describe() + " but rank " +
+                        std::to_string(op.peer) + " issued #" + std::to_string(seq) + " " +
+                        theirs.describe() +
+                        "; every rank must issue the same collectives in the same order");
+  }
+  return Status::ok();
+}
+
+Status P2p::progress(bool* progressed) {
+  std::fill(blockedSend_.begin(), blockedSend_.end(), 0);
+  std::fill(blockedRecv_.begin(), blockedRecv_.end(), 0);
+  bool allDoneSoFar = true;
+  for (size_t i = firstPending_; i < ops_.size(); ++i) {
+    Op& op = ops_[i];
+    if (op.done) {
+      if (allDoneSoFar) firstPending_ = i + 1;
+      continue;
+    }
+    allDoneSoFar = false;
+    PeerLink& link = (*links_)[op.peer];
+    uint8_t& blocked = op.isSend ? blockedSend_[op.peer] : blockedRecv_[op.peer];
+    if (op.req == nullptr) {
+      if (blocked) continue;  // keep FIFO order per connection
+      Status s = op.isSend ? link.transport->isend(link.send.get(), op.buf, op.bytes, op.meta, &op.req)
+                           : link.transport->irecv(link.recv.get(), op.buf, op.bytes, &op.meta, &op.req);
+      if (!s.isOk()) {
+        return s.withContext("rank " + std::to_string(rank_) + ": " + (op.isSend ? "send to" : "receive from") +
+                             " rank " + std::to_string(op.peer));
+      }
+      if (op.req == nullptr) {
+        blocked = 1;
+        continue;
+      }
+      *progressed = true;
+    }
+    bool done = false;
+    size_t bytes = 0;
+    Status s = link.transport->test(op.req, &done, &bytes);
+    if (!s.isOk()) {
+      op.req = nullptr;
+      if (!op.isSend && s.code() == Code::kInvalidUsage) {
+        // A larger message than this rank expected: the ranks disagree on the collective.
+        return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
+                            " issued #" + std::to_string(seq_) + " " + fp_.describe() +
+                            " and rank " + std::to_string(op.peer) +
+                            " sent a larger message than that operation allows (" + s.message() +
+                            "); every rank must issue the same collectives with the same counts");
+      }
+      return s.withContext("rank " + std::to_string(rank_) + ": " +
+                           (op.isSend ? "send to" : "receive from") + " rank " +
+                           std::to_string(op.peer));
+    }
+    if (!done) {
+      blocked = 1;
+      continue;
+    }
+    op.req = nullptr;
+    op.done = true;
+    op.done_bytes = bytes;
+    *progressed = true;
+    if (!op.isSend) BRAID_RETURN_IF_ERROR(checkRecvMeta(op));
+  }
+  return Status::ok();
+}
+
+Status P2p::timeoutStatus() const {
+  // Name each peer (and direction) that still owes this rank something, once.
+  std::vector<uint8_t> seen(static_cast<size_t>(size_) * 2, 0);
+  std::string waiting;
+  for (size_t i = firstPending_; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    uint8_t& s = seen[static_cast<size_t>(op.peer) * 2 + (op.isSend ? 1 : 0)];
+    if (op.done || s) continue;
+    s = 1;
+    if (!waiting.empty()) waiting += ", ";
+    waiting += (op.isSend ? "send to rank " : "receive from rank ") + std::to_string(op.peer);
+  }
+  return timeoutError("rank " + std::to_string(rank_) + ": no progress for " +
+                      std::to_string(timeoutMs_) + " ms in #" + std::to_string(seq_) + " " +
+                      fp_.describe() + " waiting for " + waiting +
+                      " (peer stalled or dead? raise BRAID_TIMEOUT_MS if it is just slow)");
+}
+
+Status P2p::wait(Handle h) {
+  Backoff backoff;
+  uint64_t lastProgressNs = nowNs();
+  uint64_t nextAbortCheckNs = lastProgressNs + 200000000ull;
+  while (!ops_[h].done) {
+    bool progressed = false;
+    BRAID_RETURN_IF_ERROR(progress(&progressed));
+    if (progressed) {
+      backoff.reset();
+      lastProgressNs = nowNs();
+      continue;
+    }
+    backoff.pause();
+    if (backoff.idleRounds() % 256 == 0) {
+      uint64_t now = nowNs();
+      if (now - lastProgressNs > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
+        return timeoutStatus();
+      }
+      if (checkAbort_ && now >= nextAbortCheckNs) {
+        nextAbortCheckNs = now + 200000000ull;
+        BRAID_RETURN_IF_ERROR(checkAbort_());
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status P2p::waitAll() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Status s = wait(static_cast<Handle>(i));
+    if (!s.isOk()) {
+      ops_.clear();
+      firstPending_ = 0;
+      return s;
+    }
+  }
+  ops_.clear();
+  firstPending_ = 0;
+  return Status::ok();
+}
+
+Status P2p::sendRecv(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
+                     size_t rbytes) {
+  postRecv(recvPeer, rbuf, rbytes);
+  postSend(sendPeer, sbuf, sbytes);
+  return waitAll();
+}
+
+void P2p::sendAbort(int code, int originRank, int budgetMs) {
+  ops_.clear();
+  firstPending_ = 0;
+  transport::Meta meta = encodeMeta(FrameKind::kAbort, fp_, static_cast<uint64_t>(originRank),
+                                    rank_, code);
+  std::vector<transport::Request*> reqs(size_, nullptr);
+  std::vector<uint8_t> done(size_, 0);
+  Deadline deadline = Deadline::afterMs(budgetMs);
+  Backoff backoff;
+  int remaining = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !(*links_)[p].send) {
+      done[p] = 1;
+    } else {
+      ++remaining;
+    }
+  }
+  while (remaining > 0 && !deadline.expired()) {
+    for (int p = 0; p < size_; ++p) {
+      if (done[p]) continue;
+      PeerLink& link = (*links_)[p];
+      if (reqs[p] == nullptr) {
+        if (!link.transport->isend(link.send.get(), nullptr, 0, meta, &reqs[p]).isOk()) {
+          done[p] = 1;
+          --remaining;
+        }
+        continue;
+      }
+      bool d = false;
+      Status s = link.transport->test(reqs[p], &d, nullptr);
+      if (!s.isOk() || d) {
+        done[p] = 1;
+        --remaining;
+      }
+    }
+    backoff.pause();
+  }
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,113 @@
+// The point-to-point engine every algorithm is written against. An algorithm begins an operation
+// (which sets the sequence number and fingerprint carried in every message's Meta), posts sends
+// and receives to peers, and waits for them; the engine posts in FIFO order per connection,
+// progresses every posted request while waiting, checks each received Meta against this rank's
+// own operation, and turns dead peers, silence beyond BRAID_TIMEOUT_MS and mismatches into errors
+// that name the peer. Setup allocates; posting and waiting do not.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/comm.hpp"
+#include "core/clock.h"
+#include "transport/transport.h"
+
+namespace braid::detail {
+
+/// What every rank must agree on for one collective.
+struct Fingerprint {
+  Collective collective = Collective::kAllReduce;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = -1;
+  uint64_t count = 0;
+
+  bool operator==(const Fingerprint& o) const {
+    return collective == o.collective && type == o.type && op == o.op && root == o.root &&
+           count == o.count;
+  }
+  bool operator!=(const Fingerprint& o) const { return !(*this == o); }
+  /// "allreduce(count=100, float, sum)".
+  std::string describe() const;
+};
+
+/// Meta words: kind | collective | dtype | op | root, sequence, count, sender | error code.
+enum class FrameKind : uint8_t { kData = 1, kAbort = 2 };
+transport::Meta encodeMeta(FrameKind kind, const Fingerprint& fp, uint64_t seq, int sender,
+                           int code);
+void decodeMeta(const transport::Meta& meta, FrameKind* kind, Fingerprint* fp, uint64_t* seq,
+                int* sender, int* code);
+
+/// One connection in each direction to a peer (null for self).
+struct PeerLink {
+  transport::Transport* transport = nullptr;
+  std::unique_ptr<transport::SendComm> send;
+  std::unique_ptr<transport::RecvComm> recv;
+};
+
+class P2p {
+ public:
+  using Handle = int;
+
+  /// links has one entry per rank (self's is empty). fail(status) is called once on the first
+  /// error so the communicator can fail and tell peers; checkAbort() may return a remote
+  /// abort (or ok) and is polled when waits are idle.
+  P2p(int rank, int size, std::vector<PeerLink>* links, int64_t timeoutMs,
+      std::function<Status()> checkAbort);
+
+  /// Starts an operation: messages carry (seq, fp) until the next begin.
+  void begin(uint64_t seq, const Fingerprint& fp);
+  Handle postSend(int peer, const void* buf, size_t bytes);
+  Handle postRecv(int peer, void* buf, size_t bytes);
+  /// Waits for one posted op (progressing all others).
+  Status wait(Handle h);
+  /// Waits for every op posted since the last waitAll and forgets them.
+  Status waitAll();
+  /// Convenience: post both, wait for both.
+  Status sendRecv(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
+                  size_t rbytes);
+  /// Bytes actually received by a completed receive.
+  size_t received(Handle h) const { return ops_[h].done_bytes; }
+
+  /// Best effort: posts an abort frame to every peer and progresses them for up to budgetMs.
+  void sendAbort(int code, int originRank, int budgetMs);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  struct Op {
+    int peer;
+    bool isSend;
+    void* buf;
+    size_t bytes;
+    transport::Request* req;
+    transport::Meta meta;
+    bool done;
+    size_t done_bytes;
+  };
+  // Posts what can be posted (FIFO per peer and direction) and tests what is posted. Returns
+  // whether anything progressed.
+  Status progress(bool* progressed);
+  Status checkRecvMeta(const Op& op);
+  Status timeoutStatus() const;
+
+  int rank_;
+  int size_;
+  std::vector<PeerLink>* links_;
+  int64_t timeoutMs_;
+  std::function<Status()> checkAbort_;
+  uint64_t seq_ = 0;
+  Fingerprint fp_;
+  transport::Meta dataMeta_{};
+  std::vector<Op> ops_;
+  size_t firstPending_ = 0;
+  std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
+};
+
+}  // namespace braid::detail

@@ -1,0 +1,269 @@
+#include "collectives/shm_segment.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+namespace braid::detail {
+
+namespace {
+constexpr uint64_t kMagic = 0x6272616964736567ull;  // "braidseg"
+constexpr size_t kLine = 64;
+}  // namespace
+
+struct ShmSegment::Header {
+  std::atomic<uint64_t> magic;
+  uint64_t secret;
+  uint32_t nlocal;
+  uint64_t slotBytes;
+  alignas(kLine) std::atomic<uint64_t> abortWord;  // 0, or (code << 32) | (origin rank + 1)
+  alignas(kLine) std::atomic<int32_t> pids[kMaxLocalRanks];
+};
+
+struct ShmSegment::Control {
+  // The announced operation: seq (0 while being written), packed fingerprint, count.
+  alignas(kLine) std::atomic<uint64_t> annSeq;
+  std::atomic<uint64_t> annFp;
+  std::atomic<uint64_t> annCount;
+  alignas(kLine) std::atomic<uint64_t> arrive;
+  alignas(kLine) std::atomic<uint64_t> done;
+  // Fingerprint per half: collective|dtype|op|root, seq, count.
+  alignas(kLine) uint64_t fp[2][3];
+  uint8_t pad[kLine - 48];
+};
+static_assert(sizeof(ShmSegment::Control) == 4 * 64, "control block is four cache lines");
+
+namespace {
+uint64_t packFp(const Fingerprint& fp) {
+  return (uint64_t{static_cast<uint8_t>(fp.collective)} << 48) |
+         (uint64_t{static_cast<uint8_t>(fp.type)} << 40) |
+         (uint64_t{static_cast<uint8_t>(fp.op)} << 32) | static_cast<uint32_t>(fp.root);
+}
+Fingerprint unpackFp(uint64_t w, uint64_t count) {
+  Fingerprint fp;
+  fp.collective = static_cast<Collective>((w >> 48) & 0xff);
+  fp.type = static_cast<DataType>((w >> 40) & 0xff);
+  fp.op = static_cast<ReduceOp>((w >> 32) & 0xff);
+  fp.root = static_cast<int32_t>(w & 0xffffffffu);
+  fp.count = count;
+  return fp;
+}
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, Store* store,
+                                                       const std::string& storePrefix,
+                                                       uint64_t secret,
+                                                       const std::vector<int>& localRanks,
+                                                       int localIndex, size_t slotBytes,
+                                                       int64_t timeoutMs) {
+  if (localRanks.size() > static_cast<size_t>(kMaxLocalRanks)) {
+    return invalidArgument("more than " + std::to_string(kMaxLocalRanks) + " ranks on one host");
+  }
+  std::unique_ptr<ShmSegment> seg(new ShmSegment());
+  seg->name_ = name;
+  seg->localRanks_ = localRanks;
+  seg->me_ = localIndex;
+  seg->timeoutMs_ = timeoutMs;
+  seg->halfBytes_ = roundUp(std::max<size_t>(slotBytes / 2, 4096), 4096);
+  size_t n = localRanks.size();
+  seg->dataOffset_ = roundUp(sizeof(Header), 4096) + roundUp(n * sizeof(Control), 4096);
+  seg->mapBytes_ = seg->dataOffset_ + n * 2 * seg->halfBytes_;
+  Deadline deadline = Deadline::afterMs(timeoutMs);
+  int fd = -1;
+  if (localIndex == 0) {
+    shm_unlink(name.c_str());  // a leftover of a crashed job with the same name
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return errnoError("shm_open(" + name + ") for the intra-host segment", errno);
+    if (ftruncate(fd, static_cast<off_t>(seg->mapBytes_)) != 0) {
+      int err = errno;
+      close(fd);
+      shm_unlink(name.c_str());
+      return errnoError("ftruncate of the intra-host segment (is /dev/shm large enough?)", err);
+    }
+  } else {
+    Backoff backoff;
+    while ((fd = shm_open(name.c_str(), O_RDWR, 0600)) < 0) {
+      if (deadline.expired()) {
+        return timeoutError("the intra-host segment " + name + " of rank " +
+                            std::to_string(localRanks[0]) + " did not appear");
+      }
+      backoff.pause();
+    }
+  }
+  void* base = mmap(nullptr, seg->mapBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return errnoError("mmap of the intra-host segment", errno);
+  seg->base_ = base;
+  seg->header_ = static_cast<Header*>(base);
+  if (localIndex == 0) {
+    seg->header_->secret = secret;
+    seg->header_->nlocal = static_cast<uint32_t>(n);
+    seg->header_->slotBytes = seg->halfBytes_ * 2;
+    seg->header_->magic.store(kMagic, std::memory_order_release);
+  } else {
+    Backoff backoff;
+    while (seg->header_->magic.load(std::memory_order_acquire) != kMagic) {
+      if (deadline.expired()) return timeoutError("intra-host segment " + name + " never initialized");
+      backoff.pause();
+    }
+    if (seg->header_->secret != secret || seg->header_->nlocal != n ||
+        seg->header_->slotBytes != seg->halfBytes_ * 2) {
+      return invalidUsage("intra-host segment " + name +
+                          " belongs to another job or was created with other settings "
+                          "(BRAID_SHM_SEGMENT_BYTES must be equal on every rank)");
+    }
+  }
+  seg->header_->pids[localIndex].store(static_cast<int32_t>(getpid()), std::memory_order_release);
+  // Once every local rank has mapped the segment, remove its name so that nothing leaks.
+  std::string key = storePrefix + "seg_mapped";
+  BRAID_ASSIGN_OR_RETURN(int64_t mapped, store->add(key, 1));
+  if (localIndex == 0) {
+    Backoff backoff;
+    while (mapped < static_cast<int64_t>(n)) {
+      if (deadline.expired()) return timeoutError("local ranks did not map the intra-host segment");
+      backoff.pause();
+      BRAID_ASSIGN_OR_RETURN(mapped, store->add(key, 0));
+    }
+    shm_unlink(name.c_str());
+    seg->unlinked_ = true;
+  }
+  return seg;
+}
+
+ShmSegment::~ShmSegment() {
+  if (me_ == 0 && !unlinked_ && !name_.empty()) shm_unlink(name_.c_str());
+  if (base_ != nullptr) munmap(base_, mapBytes_);
+}
+
+ShmSegment::Control* ShmSegment::control(int i) const {
+  return reinterpret_cast<Control*>(static_cast<uint8_t*>(base_) + roundUp(sizeof(Header), 4096) +
+                                    static_cast<size_t>(i) * sizeof(Control));
+}
+
+uint8_t* ShmSegment::half(int i, int h) const {
+  return static_cast<uint8_t*>(base_) + dataOffset_ +
+         (static_cast<size_t>(i) * 2 + static_cast<size_t>(h)) * halfBytes_;
+}
+
+void ShmSegment::arrive(uint64_t g, uint64_t seq, const Fingerprint& fp) {
+  Control* c = control(me_);
+  uint64_t* f = c->fp[g & 1];
+  f[0] = packFp(fp);
+  f[1] = seq;
+  f[2] = fp.count;
+  c->arrive.store(g, std::memory_order_release);
+}
+
+void ShmSegment::announce(uint64_t seq, const Fingerprint& fp) {
+  Control* c = control(me_);
+  announcedSeq_ = seq;
+  announcedFp_ = fp;
+  c->annSeq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  c->annFp.store(packFp(fp), std::memory_order_relaxed);
+  c->annCount.store(fp.count, std::memory_order_relaxed);
+  c->annSeq.store(seq, std::memory_order_release);
+}
+
+Status ShmSegment::checkAnnouncements() const {
+  if (announcedSeq_ == 0) return Status::ok();
+  const uint64_t mine = packFp(announcedFp_);
+  for (int i = 0; i < localSize(); ++i) {
+    if (i == me_) continue;
+    Control* c = control(i);
+    uint64_t seq = c->annSeq.load(std::memory_order_acquire);
+    if (seq != announcedSeq_) continue;
+    uint64_t fp = c->annFp.load(std::memory_order_relaxed);
+    uint64_t count = c->annCount.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (c->annSeq.load(std::memory_order_relaxed) != seq) continue;  // rewritten meanwhile
+    if (fp == mine && count == announcedFp_.count) continue;
+    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(localRanks_[me_]) +
+                        " issued #" + std::to_string(announcedSeq_) + " " + announcedFp_.describe() +
+                        " but rank " + std::to_string(localRanks_[i]) + " issued #" +
+                        std::to_string(seq) + " " + unpackFp(fp, count).describe() +
+                        "; every rank must issue the same collectives in the same order");
+  }
+  return Status::ok();
+}
+
+void ShmSegment::markDone(uint64_t g) { control(me_)->done.store(g, std::memory_order_release); }
+
+void ShmSegment::raiseAbort(int code, int originRank) {
+  uint64_t expected = 0;
+  uint64_t word = (uint64_t{static_cast<uint32_t>(code)} << 32) | static_cast<uint32_t>(originRank + 1);
+  header_->abortWord.compare_exchange_strong(expected, word, std::memory_order_acq_rel);
+}
+
+Status ShmSegment::abortStatus() const {
+  uint64_t w = header_->abortWord.load(std::memory_order_acquire);
+  if (w == 0) return Status::ok();
+  int origin = static_cast<int>(w & 0xffffffffu) - 1;
+  Code code = static_cast<Code>(w >> 32);
+  return remoteError("rank " + std::to_string(localRanks_[me_]) + ": rank " +
+                     std::to_string(origin) + " aborted the communicator (" + codeName(code) +
+                     "); see that rank's error for the cause");
+}
+
+Status ShmSegment::waitArrived(uint64_t g, bool checkFingerprints) {
+  return waitFlag(true, g, checkFingerprints);
+}
+
+Status ShmSegment::waitDone(uint64_t g) { return waitFlag(false, g, false); }
+
+Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints) {
+  int n = localSize();
+  uint64_t lastProgress = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i == me_) continue;
+    Control* c = control(i);
+    std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
+    Backoff backoff;
+    while (flag.load(std::memory_order_acquire) < g) {
+      backoff.pause();
+      if (backoff.idleRounds() % 128 != 0) continue;
+      BRAID_RETURN_IF_ERROR(abortStatus());
+      BRAID_RETURN_IF_ERROR(checkAnnouncements());
+      uint64_t now = nowNs();
+      if (lastProgress == 0) lastProgress = now;
+      int32_t pid = header_->pids[i].load(std::memory_order_acquire);
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        return remoteError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
+                           std::to_string(localRanks_[i]) + " (pid " + std::to_string(pid) +
+                           ") exited during a collective");
+      }
+      if (now - lastProgress > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
+        return timeoutError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
+                            std::to_string(localRanks_[i]) + " did not reach the collective within " +
+                            std::to_string(timeoutMs_) +
+                            " ms (stalled, or not calling it? raise BRAID_TIMEOUT_MS if it is slow)");
+      }
+    }
+    lastProgress = 0;
+    if (checkFingerprints) {
+      const uint64_t* mine = control(me_)->fp[g & 1];
+      const uint64_t* theirs = c->fp[g & 1];
+      if (mine[0] != theirs[0] || mine[1] != theirs[1] || mine[2] != theirs[2]) {
+        Fingerprint a = unpackFp(mine[0], mine[2]);
+        Fingerprint b = unpackFp(theirs[0], theirs[2]);
+        return invalidUsage("collective mismatch between ranks: rank " +
+                            std::to_string(localRanks_[me_]) + " issued #" +
+                            std::to_string(mine[1]) + " " + a.describe() + " but rank " +
+                            std::to_string(localRanks_[i]) + " issued #" +
+                            std::to_string(theirs[1]) + " " + b.describe() +
+                            "; every rank must issue the same collectives in the same order");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,89 @@
+// The intra-host shared segment: one POSIX shared-memory region per host and communicator,
+// created by the host's first rank and mapped by every rank on that host. It holds, per local
+// rank, two cache-line flags (arrive, done), the fingerprint of the operation being run, and a
+// data slot of two halves (double buffering), plus a host-wide abort word. The shm all-reduce
+// (allreduce/shm_direct.cc) and the single-host barrier run on it without any message passing.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+#include "collectives/p2p.h"
+#include "core/store.h"
+
+namespace braid::detail {
+
+inline constexpr int kMaxLocalRanks = 64;
+
+class ShmSegment {
+ public:
+  /// Collective over the ranks of one host: localRanks lists their global ranks in order (index
+  /// 0 creates). slotBytes: per-rank data slot (split in two halves).
+  static Result<std::unique_ptr<ShmSegment>> create(const std::string& name, Store* store,
+                                                    const std::string& storePrefix, uint64_t secret,
+                                                    const std::vector<int>& localRanks,
+                                                    int localIndex, size_t slotBytes,
+                                                    int64_t timeoutMs);
+  ~ShmSegment();
+
+  int localIndex() const { return me_; }
+  int localSize() const { return static_cast<int>(localRanks_.size()); }
+  int globalRank(int localIndex) const { return localRanks_[localIndex]; }
+  size_t halfBytes() const { return halfBytes_; }
+
+  /// Data half h (0 or 1) of local rank i.
+  uint8_t* half(int i, int h) const;
+
+  /// Next generation number; every rank of the host calls this in the same order.
+  uint64_t nextGeneration() { return ++gen_; }
+
+  /// Publishes this rank's fingerprint for generation g (half g & 1), then its arrive flag.
+  void arrive(uint64_t g, uint64_t seq, const Fingerprint& fp);
+  void markDone(uint64_t g);
+  /// Waits until every local rank arrived at (or past) g; with checkFingerprints, compares their
+  /// fingerprints of generation g with this rank's (kInvalidUsage naming both on mismatch).
+  Status waitArrived(uint64_t g, bool checkFingerprints);
+  Status waitDone(uint64_t g);
+
+  /// Announces the operation this rank is starting (every operation, whatever its algorithm), so
+  /// that a peer running a different operation with the same sequence number is detected even
+  /// when the two algorithms never exchange a message.
+  void announce(uint64_t seq, const Fingerprint& fp);
+  /// kInvalidUsage naming both sides when a local peer announced the same sequence number with
+  /// another fingerprint; ok otherwise.
+  Status checkAnnouncements() const;
+
+  /// Sets the host-wide abort word (first writer wins); every waiting local rank fails.
+  void raiseAbort(int code, int originRank);
+  /// ok, or a kRemote naming the rank that aborted.
+  Status abortStatus() const;
+
+  struct Header;
+  struct Control;
+
+ private:
+  ShmSegment() = default;
+  Control* control(int i) const;
+  Status waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints);
+
+  std::string name_;
+  void* base_ = nullptr;
+  size_t mapBytes_ = 0;
+  Header* header_ = nullptr;
+  std::vector<int> localRanks_;
+  int me_ = 0;
+  size_t halfBytes_ = 0;
+  size_t dataOffset_ = 0;
+  uint64_t gen_ = 0;
+  uint64_t announcedSeq_ = 0;
+  Fingerprint announcedFp_;
+  int64_t timeoutMs_ = 0;
+  bool unlinked_ = false;
+};
+
+}  // namespace braid::detail

@@ -1,0 +1,103 @@
+/* braid C API, in NCCL's style. Every function returns a braidResult_t whose values 0..7 equal
+ * ncclResult_t's; no exception or signal crosses this boundary. Buffers are host memory.
+ *
+ *   braidUniqueId id;                 // on rank 0, then share it out of band
+ *   braidGetUniqueId(&id);
+ *   braidComm_t comm;
+ *   braidCommInitRank(&comm, nranks, id, rank);
+ *   braidAllReduce(send, recv, count, braidFloat32, braidSum, comm);
+ *   braidCommDestroy(comm);
+ *
+ * or braidCommInitFromEnv(&comm) under torchrun / mpiexec / BRAID_FILE_STORE. */
+#ifndef BRAID_BRAID_H_
+#define BRAID_BRAID_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BRAID_VERSION_CODE 100 /* 0.1.0 */
+
+typedef enum {
+  braidSuccess = 0,
+  braidUnhandledCudaError = 1,
+  braidSystemError = 2,
+  braidInternalError = 3,
+  braidInvalidArgument = 4,
+  braidInvalidUsage = 5,
+  braidRemoteError = 6,
+  braidInProgress = 7,
+  braidTimeout = 8,
+} braidResult_t;
+
+typedef enum {
+  braidInt8 = 0, braidChar = 0,
+  braidUint8 = 1,
+  braidInt32 = 2, braidInt = 2,
+  braidUint32 = 3,
+  braidInt64 = 4,
+  braidUint64 = 5,
+  braidFloat16 = 6, braidHalf = 6,
+  braidFloat32 = 7, braidFloat = 7,
+  braidFloat64 = 8, braidDouble = 8,
+  braidBfloat16 = 9,
+} braidDataType_t;
+
+typedef enum { braidSum = 0, braidProd = 1, braidMax = 2, braidMin = 3, braidAvg = 4 } braidRedOp_t;
+
+#define BRAID_UNIQUE_ID_BYTES 128
+/** Opaque: the rendezvous address and the job secret. */
+typedef struct {
+  char internal[BRAID_UNIQUE_ID_BYTES];
+} braidUniqueId;
+
+typedef struct braidComm* braidComm_t;
+
+/** Library version as major*10000 + minor*100 + patch. */
+braidResult_t braidGetVersion(int* version);
+/** Short text for a result code. */
+const char* braidGetErrorString(braidResult_t result);
+/** The message of the last failed call on this thread (empty when none). */
+const char* braidGetLastError(braidComm_t comm);
+
+/** Makes a unique id and serves its rendezvous from this process until it exits. Listens on
+ * BRAID_SOCKET_IFNAME's interface (or 127.0.0.1 for single-host jobs when none is up). */
+braidResult_t braidGetUniqueId(braidUniqueId* uniqueId);
+/** Collective over nranks processes that all pass the same id. */
+braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, int rank);
+/** Bootstraps from torchrun variables, mpiexec, or BRAID_FILE_STORE. */
+braidResult_t braidCommInitFromEnv(braidComm_t* comm);
+/** Frees the communicator; call on every rank after its last operation. */
+braidResult_t braidCommDestroy(braidComm_t comm);
+/** Fails the communicator (peers' pending operations return errors) and frees it. */
+braidResult_t braidCommAbort(braidComm_t comm);
+/** braidSuccess, or the error that failed the communicator. */
+braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError);
+braidResult_t braidCommCount(const braidComm_t comm, int* count);
+braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
+
+braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, braidRedOp_t op, braidComm_t comm);
+braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 braidDataType_t datatype, braidRedOp_t op, braidComm_t comm);
+braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             braidDataType_t datatype, braidComm_t comm);
+braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, int root, braidComm_t comm);
+braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm);
+braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            braidDataType_t datatype, braidComm_t comm);
+braidResult_t braidBarrier(braidComm_t comm);
+braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm);
+braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRAID_BRAID_H_ */

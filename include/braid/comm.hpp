@@ -1,0 +1,138 @@
+// braid's C++ communicator: collectives on host memory between processes.
+//
+//   auto comm = braid::Communicator::createFromEnvironment();   // torchrun, mpiexec or file store
+//   BRAID_RETURN_IF_ERROR((*comm)->allReduce(send, recv, n, DataType::kFloat32, ReduceOp::kSum));
+//
+// Every rank must issue the same collectives in the same order with matching count, dtype, op and
+// root; a mismatch is reported as kInvalidUsage on every rank (never a hang or a wrong result).
+// Every wait is bounded by BRAID_TIMEOUT_MS. After any error the communicator is failed: later
+// calls return the first error; destroy it (or abort()) and create a new one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "braid/status.h"
+#include "braid/types.h"
+
+namespace braid {
+
+class Store;
+
+/// An asynchronous operation. Operations complete in the order they were issued.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// True when finished (successfully or not); never blocks.
+  virtual bool test() = 0;
+  /// Waits for completion (bounded by BRAID_TIMEOUT_MS inside the operation) and returns its
+  /// outcome.
+  virtual Status wait() = 0;
+};
+
+enum class Collective : int {
+  kAllReduce = 0,
+  kReduceScatter = 1,
+  kAllGather = 2,
+  kBroadcast = 3,
+  kReduce = 4,
+  kAllToAll = 5,
+  kBarrier = 6,
+  kSend = 7,
+  kRecv = 8,
+};
+const char* collectiveName(Collective c);
+
+struct CommOptions {
+  int rank = -1;
+  int size = 0;
+  /// Rendezvous store shared by all ranks (kept alive by the communicator).
+  std::shared_ptr<Store> store;
+  /// Per-job secret every connection presents (from the bootstrap).
+  uint64_t jobSecret = 0;
+  /// "" = BRAID_TRANSPORT; "auto" (shm within a host, tcp across hosts), "shm", "tcp".
+  std::string transport;
+  /// Host identity; "" = BRAID_HOST_ID, else derived from hostname, boot id and network namespace.
+  std::string hostId;
+  /// Address tcp listens on; "" = interface selection (BRAID_SOCKET_IFNAME).
+  std::string tcpAddress;
+  /// Launcher-provided local rank (-1 = derive from host grouping).
+  int localRankHint = -1;
+};
+
+class Communicator {
+ public:
+  /// Collective over all ranks in options. Blocks until every rank has joined (deadline
+  /// BRAID_TIMEOUT_MS).
+  static Result<std::unique_ptr<Communicator>> create(CommOptions options);
+  /// Bootstraps from the environment (torchrun variables, mpiexec, or BRAID_FILE_STORE).
+  static Result<std::unique_ptr<Communicator>> createFromEnvironment();
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  /// Position among the ranks of this host, and how many share it.
+  int localRank() const;
+  int localSize() const;
+  /// Index of this rank's host (hosts numbered by their lowest rank) and the number of hosts.
+  int hostIndex() const;
+  int numHosts() const;
+  /// The host index of any rank.
+  int hostOf(int rank) const;
+
+  // Blocking collectives. sendbuf == recvbuf (or, for gathers, sendbuf at recvbuf + rank's
+  // offset) is in-place. Counts are in elements.
+  Status allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  /// recvbuf gets this rank's recvcount-element block of the reduction of sendbuf
+  /// (size × recvcount elements).
+  Status reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                       ReduceOp op);
+  /// recvbuf (size × sendcount) gets every rank's sendbuf, in rank order.
+  Status allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type);
+  /// sendbuf is read on root only; recvbuf filled on every rank.
+  Status broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type, int root);
+  /// recvbuf is written on root only (may be null elsewhere).
+  Status reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                int root);
+  /// Block j (count elements) of sendbuf goes to rank j, landing at block i of its recvbuf.
+  Status allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type);
+  Status barrier();
+  Status send(const void* buf, size_t count, DataType type, int peer);
+  Status recv(void* buf, size_t count, DataType type, int peer);
+
+  // Asynchronous variants: run on the communicator's progress thread in issue order. Buffers
+  // must stay valid until the Work completes.
+  Result<std::shared_ptr<Work>> allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                               DataType type, ReduceOp op);
+  Result<std::shared_ptr<Work>> reduceScatterAsync(const void* sendbuf, void* recvbuf,
+                                                   size_t recvcount, DataType type, ReduceOp op);
+  Result<std::shared_ptr<Work>> allGatherAsync(const void* sendbuf, void* recvbuf,
+                                               size_t sendcount, DataType type);
+  Result<std::shared_ptr<Work>> broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                               DataType type, int root);
+
+  /// Name of the all-reduce algorithm the built-in rule (or BRAID_ALGO) picks for a message.
+  std::string allReduceAlgorithmFor(size_t bytes) const;
+  /// Forces an all-reduce algorithm ("ring", "tree", "halving_doubling", "shm", or "" for
+  /// automatic). kInvalidArgument lists the valid names.
+  Status setAllReduceAlgorithm(const std::string& name);
+
+  /// Marks the communicator failed, tells peers, wakes every wait and releases connections.
+  /// Safe to call from any thread, also while a collective is running.
+  void abort(const std::string& reason = "aborted by the application");
+  /// ok, or the error that failed the communicator.
+  Status health() const;
+
+  class Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace braid

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what braid needs from Debian (only what is missing), then configures and builds it in
+# ./build (or $BRAID_BUILD_DIR). Safe to run again; later runs only rebuild what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+          mpich libmpich-dev openmpi-bin libopenmpi-dev libhwloc-dev libucx-dev iproute2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build="${BRAID_BUILD_DIR:-build}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="${BRAID_BUILD_TYPE:-RelWithDebInfo}" ${BRAID_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"

@@ -1,0 +1,403 @@
+// collectives-check: one rank of the multi-rank correctness suite. Start it with braid-run,
+// mpiexec or torchrun; every rank runs the whole matrix and checks its results against an
+// independent reference (check_values.h). Exits 0 only when every check on this rank passed.
+//
+//   collectives_check [--quick] [--algos ring,tree,halving_doubling,shm,auto]
+//   collectives_check --scenario kill|stall|mismatch-count|mismatch-order
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/comm.hpp"
+#include "core/clock.h"
+#include "core/params.h"
+#include "tests/multirank/check_values.h"
+
+namespace braid::test {
+namespace {
+
+struct Checker {
+  Communicator* comm;
+  int failures = 0;
+  int checks = 0;
+
+  void fail(const std::string& what) {
+    ++failures;
+    if (failures <= 20) fprintf(stderr, "rank %d: FAIL %s\n", comm->rank(), what.c_str());
+  }
+  bool ok(const Status& s, const std::string& what) {
+    ++checks;
+    if (!s.isOk()) fail(what + ": " + s.toString());
+    return s.isOk();
+  }
+};
+
+constexpr DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
+                               DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
+                               DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                               DataType::kBFloat16};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin,
+                             ReduceOp::kAvg};
+
+std::string caseName(const char* coll, const std::string& algo, DataType t, ReduceOp op,
+                     size_t count, bool inplace) {
+  return std::string(coll) + " algo=" + algo + " type=" + dataTypeName(t) + " op=" +
+         reduceOpName(op) + " count=" + std::to_string(count) + (inplace ? " in-place" : " out-of-place");
+}
+
+// Compares count elements of buf with expected(i); reports the first few differences.
+template <typename F>
+void compare(Checker& c, const std::string& name, DataType t, ReduceOp op, const void* buf,
+             size_t count, F expected) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double want = expected(i);
+    double got = loadValue(t, buf, i);
+    if (!closeEnough(t, op, got, want)) {
+      if (wrong < 3) {
+        fprintf(stderr, "rank %d: %s: element %zu = %g, expected %g\n", c.comm->rank(),
+                name.c_str(), i, got, want);
+      }
+      ++wrong;
+    }
+  }
+  if (wrong > 0) c.fail(name + ": " + std::to_string(wrong) + " wrong elements");
+}
+
+void checkAllReduce(Checker& c, const std::string& algo, DataType t, ReduceOp op, size_t count,
+                    bool inplace, uint32_t salt, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  const size_t es = dataTypeSize(t);
+  a.resize(std::max<size_t>(count * es, 1));
+  b.resize(std::max<size_t>(count * es, 1));
+  for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, op, r, i, salt));
+  void* out = inplace ? a.data() : b.data();
+  std::string name = caseName("allreduce", algo, t, op, count, inplace);
+  if (!c.ok(c.comm->allReduce(a.data(), out, count, t, op), name)) return;
+  compare(c, name, t, op, out, count, [&](size_t i) { return expectedReduce(t, op, p, i, salt); });
+}
+
+void runAllReduceMatrix(Checker& c, const std::vector<std::string>& algos, bool quick) {
+  std::vector<uint8_t> a, b;
+  const std::vector<size_t> small = {0, 1, 7, 1023};
+  const size_t large = quick ? 65537 : (size_t{1} << 20) + 3;
+  uint32_t salt = 1;
+  int rotation = 0;
+  for (const std::string& algo : algos) {
+    Status s = c.comm->setAllReduceAlgorithm(algo);
+    if (!s.isOk()) {
+      if (c.comm->rank() == 0) printf("# skipping all-reduce algorithm %s: %s\n", algo.c_str(), s.message().c_str());
+      continue;
+    }
+    for (DataType t : kTypes) {
+      for (ReduceOp op : kOps) {
+        for (size_t count : small) {
+          for (bool inplace : {false, true}) checkAllReduce(c, algo, t, op, count, inplace, salt++, a, b);
+        }
+      }
+    }
+    // The large count: f32 sum on every algorithm, and every type × op on one algorithm each
+    // (rotating), in-place and out-of-place alternating.
+    checkAllReduce(c, algo, DataType::kFloat32, ReduceOp::kSum, large, false, salt++, a, b);
+    int k = 0;
+    for (DataType t : kTypes) {
+      for (ReduceOp op : kOps) {
+        if ((k++ % static_cast<int>(algos.size())) == rotation) {
+          checkAllReduce(c, algo, t, op, large, (k & 1) != 0, salt++, a, b);
+        }
+      }
+    }
+    ++rotation;
+  }
+  (void)c.comm->setAllReduceAlgorithm("auto");
+}
+
+void runOtherCollectives(Checker& c, bool quick) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  const std::vector<size_t> counts = {0, 1, 7, 1023, quick ? size_t{65537} : (size_t{1} << 20) + 3};
+  std::vector<uint8_t> a, b;
+  uint32_t salt = 100000;
+  for (DataType t : kTypes) {
+    const size_t es = dataTypeSize(t);
+    for (size_t count : counts) {
+      const bool big = count > 100000;
+      for (ReduceOp op : kOps) {
+        if (big && op != ReduceOp::kSum) continue;
+        for (bool inplace : {false, true}) {
+          // reduce-scatter: input p·count, output count (in place: output is block r of input).
+          ++salt;
+          a.assign(std::max<size_t>(count * es * p, 1), 0);
+          b.assign(std::max<size_t>(count * es, 1), 0);
+          for (size_t i = 0; i < count * p; ++i) storeValue(t, a.data(), i, testValue(t, op, r, i, salt));
+          void* out = inplace ? a.data() + count * es * r : b.data();
+          std::string name = caseName("reducescatter", "ring", t, op, count, inplace);
+          if (c.ok(c.comm->reduceScatter(a.data(), out, count, t, op), name)) {
+            compare(c, name, t, op, out, count,
+                    [&](size_t i) { return expectedReduce(t, op, p, r * count + i, salt); });
+          }
+          // reduce to a varying root.
+          ++salt;
+          const int root = static_cast<int>((count + salt) % p);
+          a.assign(std::max<size_t>(count * es, 1), 0);
+          b.assign(std::max<size_t>(count * es, 1), 0);
+          for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, op, r, i, salt));
+          void* rout = inplace ? a.data() : b.data();
+          name = caseName("reduce", "tree", t, op, count, inplace) + " root=" + std::to_string(root);
+          if (c.ok(c.comm->reduce(a.data(), rout, count, t, op, root), name) && r == root) {
+            compare(c, name, t, op, rout, count, [&](size_t i) { return expectedReduce(t, op, p, i, salt); });
+          }
+        }
+      }
+      for (bool inplace : {false, true}) {
+        const ReduceOp none = ReduceOp::kSum;
+        // all-gather: block q of the output is rank q's input.
+        ++salt;
+        a.assign(std::max<size_t>(count * es * p, 1), 0);
+        b.assign(std::max<size_t>(count * es * p, 1), 0);
+        uint8_t* in = inplace ? b.data() + count * es * r : a.data();
+        for (size_t i = 0; i < count; ++i) storeValue(t, in, i, testValue(t, none, r, i, salt));
+        std::string name = caseName("allgather", "ring", t, none, count, inplace);
+        if (c.ok(c.comm->allGather(in, b.data(), count, t), name)) {
+          compare(c, name, t, none, b.data(), count * p,
+                  [&](size_t i) { return testValue(t, none, static_cast<int>(i / std::max<size_t>(count, 1)), i % std::max<size_t>(count, 1), salt); });
+        }
+        // broadcast from a varying root.
+        ++salt;
+        const int root = static_cast<int>((count + salt) % p);
+        a.assign(std::max<size_t>(count * es, 1), 0);
+        b.assign(std::max<size_t>(count * es, 1), 0);
+        if (r == root) {
+          for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, none, root, i, salt));
+        }
+        void* bout = inplace ? a.data() : b.data();
+        name = caseName("broadcast", "tree", t, none, count, inplace) + " root=" + std::to_string(root);
+        if (c.ok(c.comm->broadcast(a.data(), bout, count, t, root), name)) {
+          compare(c, name, t, none, bout, count, [&](size_t i) { return testValue(t, none, root, i, salt); });
+        }
+        // all-to-all: block j of rank q's input lands in block q of rank j's output.
+        if (count > 100000 && t != DataType::kFloat32) continue;
+        ++salt;
+        a.assign(std::max<size_t>(count * es * p, 1), 0);
+        b.assign(std::max<size_t>(count * es * p, 1), 0);
+        for (size_t i = 0; i < count * p; ++i) storeValue(t, a.data(), i, testValue(t, none, r, i, salt));
+        void* aout = inplace ? a.data() : b.data();
+        name = caseName("alltoall", "pairwise", t, none, count, inplace);
+        if (c.ok(c.comm->allToAll(a.data(), aout, count, t), name)) {
+          compare(c, name, t, none, aout, count * p, [&](size_t i) {
+            size_t q = i / std::max<size_t>(count, 1), j = i % std::max<size_t>(count, 1);
+            return testValue(t, none, static_cast<int>(q), r * count + j, salt);
+          });
+        }
+      }
+    }
+  }
+  c.ok(c.comm->barrier(), "barrier");
+  // send/recv around the ring (even ranks send first, odd ranks receive first).
+  if (p > 1) {
+    for (size_t count : counts) {
+      ++salt;
+      const DataType t = DataType::kInt32;
+      a.assign(std::max<size_t>(count * 4, 1), 0);
+      b.assign(std::max<size_t>(count * 4, 1), 0);
+      for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
+      const int to = (r + 1) % p, from = (r - 1 + p) % p;
+      std::string name = "sendrecv count=" + std::to_string(count);
+      Status s1, s2;
+      if (r % 2 == 0) {
+        s1 = c.comm->send(a.data(), count, t, to);
+        s2 = c.comm->recv(b.data(), count, t, from);
+      } else {
+        s2 = c.comm->recv(b.data(), count, t, from);
+        s1 = c.comm->send(a.data(), count, t, to);
+      }
+      if (c.ok(s1, name + " send") && c.ok(s2, name + " recv")) {
+        compare(c, name, t, ReduceOp::kSum, b.data(), count,
+                [&](size_t i) { return testValue(t, ReduceOp::kSum, from, i, salt); });
+      }
+    }
+  }
+}
+
+// Several asynchronous all-reduces in flight, completed in order.
+void runAsync(Checker& c) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  const DataType t = DataType::kFloat32;
+  const size_t count = 100003;
+  std::vector<std::vector<uint8_t>> bufs(6, std::vector<uint8_t>(count * 4));
+  std::vector<std::shared_ptr<Work>> works;
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    for (size_t i = 0; i < count; ++i) storeValue(t, bufs[k].data(), i, testValue(t, ReduceOp::kSum, r, i, 7000 + k));
+    auto w = c.comm->allReduceAsync(bufs[k].data(), bufs[k].data(), count, t, ReduceOp::kSum);
+    if (!c.ok(w.status(), "allReduceAsync")) return;
+    works.push_back(*w);
+  }
+  // A blocking collective issued after them runs after them.
+  c.ok(c.comm->barrier(), "barrier after async");
+  for (size_t k = 0; k < works.size(); ++k) {
+    if (!c.ok(works[k]->wait(), "async allreduce wait")) continue;
+    if (!works[k]->test()) c.fail("Work::test() false after wait()");
+    compare(c, "async allreduce #" + std::to_string(k), t, ReduceOp::kSum, bufs[k].data(), count,
+            [&](size_t i) { return expectedReduce(t, ReduceOp::kSum, p, i, 7000 + k); });
+  }
+}
+
+// Bad input is rejected with kInvalidArgument and leaves the communicator usable.
+void runBadArgs(Checker& c) {
+  std::vector<float> buf(16, 1.0f);
+  auto expectInvalid = [&](const Status& s, const char* what) {
+    ++c.checks;
+    if (s.code() != Code::kInvalidArgument) c.fail(std::string(what) + ": expected invalid argument, got " + s.toString());
+  };
+  expectInvalid(c.comm->allReduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::kSum), "null send");
+  expectInvalid(c.comm->allReduce(buf.data(), buf.data() + 1, 8, DataType::kFloat32, ReduceOp::kSum), "overlap");
+  expectInvalid(c.comm->allReduce(buf.data(), buf.data(), 16, static_cast<DataType>(42), ReduceOp::kSum), "dtype");
+  expectInvalid(c.comm->allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, static_cast<ReduceOp>(9)), "op");
+  expectInvalid(c.comm->broadcast(buf.data(), buf.data(), 16, DataType::kFloat32, c.comm->size()), "root");
+  expectInvalid(c.comm->allReduce(buf.data(), buf.data(), size_t{1} << 62, DataType::kFloat32, ReduceOp::kSum), "oversized");
+  expectInvalid(c.comm->setAllReduceAlgorithm("bogus"), "algorithm name");
+  // Still usable.
+  c.ok(c.comm->allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum), "allreduce after bad input");
+  if (buf[0] != static_cast<float>(c.comm->size())) c.fail("allreduce after bad input gave a wrong result");
+}
+
+int finish(Checker& c, const char* what) {
+  printf("rank %d: %s: %d checks, %d failures\n", c.comm->rank(), what, c.checks, c.failures);
+  fflush(stdout);
+  return c.failures == 0 ? 0 : 1;
+}
+
+// kill: the last rank SIGKILLs itself in the middle of large all-reduces; every other rank must
+// fail with an error naming it within BRAID_TIMEOUT_MS + 2 s.
+// stall: the last rank SIGSTOPs itself instead (a helper process kills it later); the others
+// must time out with an error naming it within BRAID_TIMEOUT_MS + 2 s.
+int scenarioKill(Communicator* comm, bool stall) {
+  const int victim = comm->size() - 1;
+  const size_t count = size_t{16} << 20;  // 64 MiB of float
+  std::vector<float> buf(count, 1.0f);
+  if (!comm->barrier().isOk()) return 3;
+  const int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
+  if (comm->rank() == victim) {
+    if (stall) {
+      pid_t self = getpid();
+      if (fork() == 0) {
+        usleep(static_cast<useconds_t>((timeoutMs + 4000) * 1000));
+        kill(self, SIGKILL);
+        _exit(0);
+      }
+    }
+    std::thread([stall] {
+      usleep(30000);
+      raise(stall ? SIGSTOP : SIGKILL);
+    }).detach();
+  }
+  for (int iter = 0; iter < 100000; ++iter) {
+    uint64_t start = nowNs();
+    Status s = comm->allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    if (s.isOk()) continue;
+    double ms = static_cast<double>(nowNs() - start) / 1e6;
+    std::string needle = "rank " + std::to_string(victim);
+    bool named = s.message().find(needle) != std::string::npos;
+    printf("rank %d: error after %.0f ms (limit %lld): %s\n", comm->rank(), ms,
+           static_cast<long long>(timeoutMs + 2000), s.toString().c_str());
+    if (!named) fprintf(stderr, "rank %d: FAIL error does not name %s\n", comm->rank(), needle.c_str());
+    if (ms > static_cast<double>(timeoutMs + 2000)) fprintf(stderr, "rank %d: FAIL too slow\n", comm->rank());
+    // Later calls fail at once with the same error.
+    Status again = comm->barrier();
+    bool sticky = !again.isOk();
+    if (!sticky) fprintf(stderr, "rank %d: FAIL communicator still usable after failure\n", comm->rank());
+    return named && sticky && ms <= static_cast<double>(timeoutMs + 2000) ? 0 : 1;
+  }
+  fprintf(stderr, "rank %d: FAIL no error although rank %d was killed\n", comm->rank(), victim);
+  return 1;
+}
+
+// mismatch-count / mismatch-order: every rank must get kInvalidUsage, and the error must name
+// two ranks' views.
+int scenarioMismatch(Communicator* comm, bool order) {
+  std::vector<float> buf(4096, 1.0f);
+  const int r = comm->rank();
+  Status s;
+  if (order) {
+    if (r == 0) {
+      s = comm->allReduce(buf.data(), buf.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+      if (s.isOk()) s = comm->broadcast(buf.data(), buf.data(), 1000, DataType::kFloat32, 0);
+    } else {
+      s = comm->broadcast(buf.data(), buf.data(), 1000, DataType::kFloat32, 0);
+      if (s.isOk()) s = comm->allReduce(buf.data(), buf.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+    }
+  } else {
+    s = comm->allReduce(buf.data(), buf.data(), r == 0 ? 1000 : 1001, DataType::kFloat32, ReduceOp::kSum);
+  }
+  printf("rank %d: %s\n", r, s.toString().c_str());
+  if (s.code() != Code::kInvalidUsage) {
+    fprintf(stderr, "rank %d: FAIL expected invalid usage, got %s\n", r, s.toString().c_str());
+    return 1;
+  }
+  if (s.message().find("mismatch") == std::string::npos) {
+    fprintf(stderr, "rank %d: FAIL message does not describe the mismatch\n", r);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace braid::test
+
+int main(int argc, char** argv) {
+  using namespace braid;
+  using namespace braid::test;
+  std::string scenario;
+  std::vector<std::string> algos = {"ring", "tree", "halving_doubling", "shm", "auto"};
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--scenario" && i + 1 < argc) {
+      scenario = argv[++i];
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--algos" && i + 1 < argc) {
+      algos.clear();
+      std::string list = argv[++i];
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        algos.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else {
+      fprintf(stderr, "usage: %s [--quick] [--algos LIST] [--scenario kill|mismatch-count|mismatch-order]\n", argv[0]);
+      return 2;
+    }
+  }
+  auto created = Communicator::createFromEnvironment();
+  if (!created.isOk()) {
+    fprintf(stderr, "communicator creation failed: %s\n", created.status().toString().c_str());
+    return 2;
+  }
+  std::unique_ptr<Communicator> comm = std::move(created).value();
+  if (scenario == "kill") return scenarioKill(comm.get(), false);
+  if (scenario == "stall") return scenarioKill(comm.get(), true);
+  if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), false);
+  if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), true);
+  if (!scenario.empty()) {
+    fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  Checker c{comm.get()};
+  if (comm->rank() == 0) {
+    printf("# collectives-check: %d ranks on %d host(s), %s\n", comm->size(), comm->numHosts(),
+           quick ? "quick" : "full matrix");
+  }
+  runBadArgs(c);
+  runAllReduceMatrix(c, algos, quick);
+  runOtherCollectives(c, quick);
+  runAsync(c);
+  return finish(c, "collectives");
+}

@@ -1,0 +1,62 @@
+// Fault scenarios with real processes: a rank killed mid-collective, mismatched counts and
+// mismatched collective order, over shm (one host) and over tcp. Each launch runs
+// collectives_check --scenario ...; the check program asserts the error on every surviving rank
+// (named rank, code, deadline) and exits 0 only then.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tools/launch.h"
+
+#ifndef BRAID_CHECK_BINARY
+#error "BRAID_CHECK_BINARY must name the collectives_check executable"
+#endif
+
+namespace braid::tools {
+namespace {
+
+struct Case {
+  const char* scenario;
+  const char* transport;
+  int ranks;
+};
+
+class FaultTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FaultTest, EverySurvivorReportsTheFault) {
+  const Case& c = GetParam();
+  LaunchOptions options;
+  options.ranks = c.ranks;
+  options.argv = {BRAID_CHECK_BINARY, "--scenario", c.scenario};
+  options.env = {{"BRAID_TRANSPORT", c.transport}, {"BRAID_TIMEOUT_MS", "5000"}};
+  options.timeoutMs = 60000;
+  auto result = launchLocalRanks(options);
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  ASSERT_FALSE(result->timedOut) << "a rank hung";
+  const bool kill = std::string(c.scenario) == "kill" || std::string(c.scenario) == "stall";
+  for (int r = 0; r < c.ranks; ++r) {
+    if (kill && r == c.ranks - 1) {
+      EXPECT_EQ(result->exitCodes[r], 128 + 9) << "the victim should have died by SIGKILL (its own, or its watchdog's after SIGSTOP)";
+    } else {
+      EXPECT_EQ(result->exitCodes[r], 0) << "rank " << r << " did not report the fault as expected";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, FaultTest,
+    ::testing::Values(Case{"kill", "auto", 4}, Case{"kill", "tcp", 4}, Case{"kill", "auto", 2},
+                      Case{"stall", "auto", 3}, Case{"stall", "tcp", 4},
+                      Case{"mismatch-count", "auto", 4}, Case{"mismatch-count", "tcp", 3},
+                      Case{"mismatch-order", "auto", 4}, Case{"mismatch-order", "tcp", 5}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = std::string(info.param.scenario) + "_" + info.param.transport + "_" +
+                         std::to_string(info.param.ranks);
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
+
+}  // namespace
+}  // namespace braid::tools
