@@ -1,0 +1,79 @@
+/* The C API, compiled as C: rank 0 makes a unique id, forks the other ranks (which inherit it),
+ * and every rank initializes, all-reduces, broadcasts, checks error handling and destroys.
+ * Exit status 0 only when every rank passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "braid/braid.h"
+
+#define CHECK(cond, ...)                                    \
+  do {                                                      \
+    if (!(cond)) {                                          \
+      fprintf(stderr, "rank %d: FAIL %s: ", rank, #cond);   \
+      fprintf(stderr, __VA_ARGS__);                         \
+      fprintf(stderr, "\n");                                \
+      return 1;                                             \
+    }                                                       \
+  } while (0)
+
+static int runRank(int rank, int nranks, braidUniqueId id) {
+  braidComm_t comm = NULL;
+  braidResult_t r = braidCommInitRank(&comm, nranks, id, rank);
+  CHECK(r == braidSuccess, "init: %s (%s)", braidGetErrorString(r), braidGetLastError(NULL));
+  int n = -1, me = -1;
+  CHECK(braidCommCount(comm, &n) == braidSuccess && n == nranks, "count %d", n);
+  CHECK(braidCommUserRank(comm, &me) == braidSuccess && me == rank, "rank %d", me);
+
+  enum { kCount = 1000003 };
+  float* buf = malloc(sizeof(float) * kCount);
+  for (int i = 0; i < kCount; ++i) buf[i] = (float)(rank + 1) + (float)(i % 7);
+  r = braidAllReduce(buf, buf, kCount, braidFloat32, braidSum, comm);
+  CHECK(r == braidSuccess, "allreduce: %s", braidGetLastError(comm));
+  for (int i = 0; i < kCount; ++i) {
+    float want = (float)(nranks * (nranks + 1) / 2) + (float)(nranks * (i % 7));
+    CHECK(buf[i] == want, "element %d = %g, expected %g", i, buf[i], want);
+  }
+  int value = rank == 1 ? 42 : 0;
+  r = braidBroadcast(&value, &value, 1, braidInt32, 1 % nranks, comm);
+  CHECK(r == braidSuccess && value == (nranks > 1 ? 42 : 0), "broadcast: %d", value);
+
+  /* Bad input: a clear error, and the communicator stays usable. */
+  r = braidAllReduce(NULL, buf, 10, braidFloat32, braidSum, comm);
+  CHECK(r == braidInvalidArgument, "null buffer gave %d", (int)r);
+  CHECK(strstr(braidGetLastError(comm), "null") != NULL, "message '%s'", braidGetLastError(comm));
+  r = braidAllReduce(buf, buf, 10, (braidDataType_t)77, braidSum, comm);
+  CHECK(r == braidInvalidArgument, "bad dtype gave %d", (int)r);
+  CHECK(braidAllReduce(buf, buf, 10, braidFloat32, braidMax, NULL) == braidInvalidArgument, "null comm");
+  CHECK(braidBarrier(comm) == braidSuccess, "barrier: %s", braidGetLastError(comm));
+  braidResult_t async = braidInternalError;
+  CHECK(braidCommGetAsyncError(comm, &async) == braidSuccess && async == braidSuccess, "async error");
+  CHECK(strcmp(braidGetErrorString(braidInvalidUsage), "invalid usage") == 0, "error string");
+  free(buf);
+  CHECK(braidCommDestroy(comm) == braidSuccess, "destroy");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int nranks = argc > 1 ? atoi(argv[1]) : 3;
+  int rank = 0;
+  braidUniqueId id;
+  memset(&id, 0, sizeof(id));
+  braidComm_t none = NULL;
+  CHECK(braidCommInitRank(&none, 2, id, 0) == braidInvalidArgument, "zero id must be rejected");
+  CHECK(braidGetUniqueId(&id) == braidSuccess, "unique id: %s", braidGetLastError(NULL));
+  for (int r = 1; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(runRank(r, nranks, id));
+  }
+  int failed = runRank(0, nranks, id);
+  for (int r = 1; r < nranks; ++r) {
+    int status = 0;
+    wait(&status);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+  }
+  printf("c_api_test: %d ranks: %s\n", nranks, failed ? "FAILED" : "passed");
+  return failed;
+}
