@@ -13,8 +13,14 @@ enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kTrace = 3 };
 bool logEnabled(LogLevel level);
 /// The rank printed in line prefixes (-1 before a communicator exists prints "-").
 void setLogRank(int rank);
+/// Formats one line and writes it with a single write() (lines of concurrent processes sharing
+/// a file or pipe do not interleave mid-line). TRACE lines add "file:line " after the prefix.
 void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/// Tests only: closes the log file and re-reads BRAID_DEBUG and BRAID_DEBUG_FILE on next use.
+/// Not safe while other threads log.
+void resetLogForTesting();
 
 }  // namespace braid
 

@@ -1,1 +1,324 @@
-// Placeholder.
+// The parameter table and its cache.
+//
+// Every BRAID_* variable is listed here, once, with its type, default, choices and help, so that
+// `braid-info params` and the documentation cannot drift from what the code reads. A value is
+// parsed on first use and cached for the life of the process (set the environment before the
+// first collective). A malformed value never stops a job: it logs one warning naming the variable,
+// the bad text and the default used instead.
+//
+// Note that core/log.cc reads BRAID_DEBUG and BRAID_DEBUG_FILE from the environment itself (the
+// parser here logs its warnings, so the logger cannot depend on it); both accept the same values.
+#include "core/params.h"
+
+#include <cassert>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/log.h"
+
+namespace braid {
+namespace {
+
+// One cached value. `text` is the canonical text in effect (enum values spelled as in the
+// choices list); the typed fields are derived from it when the slot is loaded.
+struct Slot {
+  bool loaded = false;
+  std::string text;
+  const char* source = "default";
+  int64_t intValue = 0;
+  bool boolValue = false;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::vector<Slot> slots;
+};
+
+// Leaked on purpose: parameters may be read from static destructors and other threads at exit.
+Cache& cache() {
+  static Cache* c = [] {
+    auto* p = new Cache;
+    p->slots.resize(paramTable().size());
+    return p;
+  }();
+  return *c;
+}
+
+const char* typeName(ParamType type) {
+  switch (type) {
+    case ParamType::kInt:
+      return "integer";
+    case ParamType::kBool:
+      return "boolean";
+    case ParamType::kString:
+      return "string";
+    case ParamType::kEnum:
+      return "choice";
+  }
+  return "value";
+}
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\n' || s[b] == '\r')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\n' || s[e - 1] == '\r')) {
+    --e;
+  }
+  return s.substr(b, e - b);
+}
+
+bool equalsIgnoreCase(const std::string& a, const char* b, size_t bLen) {
+  if (a.size() != bLen) return false;
+  for (size_t i = 0; i < bLen; ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Decimal integer with an optional binary suffix: k/K = 2^10, m/M = 2^20, g/G = 2^30.
+bool parseInt(const std::string& raw, int64_t* out) {
+  const std::string s = trim(raw);
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end == s.c_str()) return false;
+  int64_t scale = 1;
+  switch (*end) {
+    case 'k':
+    case 'K':
+      scale = int64_t{1} << 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      scale = int64_t{1} << 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      scale = int64_t{1} << 30;
+      ++end;
+      break;
+    default:
+      break;
+  }
+  if (*end != '\0') return false;
+  int64_t result;
+  if (__builtin_mul_overflow(static_cast<int64_t>(v), scale, &result)) return false;
+  *out = result;
+  return true;
+}
+
+bool parseBool(const std::string& raw, bool* out) {
+  const std::string s = trim(raw);
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue) {
+    if (equalsIgnoreCase(s, t, std::strlen(t))) return *out = true, true;
+  }
+  for (const char* f : kFalse) {
+    if (equalsIgnoreCase(s, f, std::strlen(f))) return *out = false, true;
+  }
+  return false;
+}
+
+// Case-insensitive match against "a|b|c"; *out gets the spelling from the choices list.
+bool parseEnum(const char* choices, const std::string& raw, std::string* out) {
+  const std::string s = trim(raw);
+  const char* p = choices;
+  while (true) {
+    const char* bar = std::strchr(p, '|');
+    const size_t len = bar ? static_cast<size_t>(bar - p) : std::strlen(p);
+    if (equalsIgnoreCase(s, p, len)) {
+      out->assign(p, len);
+      return true;
+    }
+    if (bar == nullptr) return false;
+    p = bar + 1;
+  }
+}
+
+// Parses `text` as `def`'s type into `slot`. Returns false (slot untouched) when malformed.
+bool parseInto(const ParamDef& def, const std::string& text, Slot* slot) {
+  switch (def.type) {
+    case ParamType::kInt: {
+      int64_t v;
+      if (!parseInt(text, &v)) return false;
+      slot->intValue = v;
+      slot->text = std::to_string(v);
+      return true;
+    }
+    case ParamType::kBool: {
+      bool v;
+      if (!parseBool(text, &v)) return false;
+      slot->boolValue = v;
+      slot->text = v ? "1" : "0";
+      return true;
+    }
+    case ParamType::kEnum:
+      return parseEnum(def.choices, text, &slot->text);
+    case ParamType::kString:
+      slot->text = text;
+      return true;
+  }
+  return false;
+}
+
+// Loads `slot` from `text` (source "env" or "test"); a malformed text warns and uses the default.
+void load(const ParamDef& def, const std::string& text, const char* source, Slot* slot) {
+  if (parseInto(def, text, slot)) {
+    slot->source = source;
+  } else {
+    if (def.type == ParamType::kEnum) {
+      BRAID_WARN("%s='%s' is not one of %s; using the default %s", def.name, text.c_str(),
+                 def.choices, def.defaultValue);
+    } else {
+      BRAID_WARN("%s='%s' is not a valid %s; using the default %s", def.name, text.c_str(),
+                 typeName(def.type), def.defaultValue);
+    }
+    const bool ok = parseInto(def, def.defaultValue, slot);
+    assert(ok && "parameter table default does not parse");
+    (void)ok;
+    slot->source = "default";
+  }
+  slot->loaded = true;
+}
+
+// Returns the index of `name`, or -1 after reporting the misuse. A name that is not in the table,
+// or a typed accessor used on a parameter of another type, is a programming error.
+int findParam(const char* name, bool (*typeOk)(ParamType)) {
+  const std::vector<ParamDef>& table = paramTable();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (std::strcmp(table[i].name, name) == 0) {
+      if (typeOk != nullptr && !typeOk(table[i].type)) {
+        BRAID_ERROR("parameter %s is a %s; read it with the matching accessor", name,
+                    typeName(table[i].type));
+        assert(false && "parameter read with the wrong accessor");
+        return -1;
+      }
+      return static_cast<int>(i);
+    }
+  }
+  BRAID_ERROR("unknown parameter %s; add it to the table in core/params.cc", name);
+  assert(false && "unknown parameter name");
+  return -1;
+}
+
+// Copies the (loaded) slot for index `idx` out under the lock.
+Slot readSlot(int idx) {
+  const ParamDef& def = paramTable()[static_cast<size_t>(idx)];
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  Slot& slot = c.slots[static_cast<size_t>(idx)];
+  if (!slot.loaded) {
+    // An empty variable counts as unset (a common way to "clear" a value in job scripts).
+    const char* env = std::getenv(def.name);
+    if (env != nullptr && env[0] != '\0') {
+      load(def, env, "env", &slot);
+    } else {
+      load(def, def.defaultValue, "default", &slot);
+    }
+  }
+  return slot;
+}
+
+}  // namespace
+
+const std::vector<ParamDef>& paramTable() {
+  static const std::vector<ParamDef> kTable = {
+      {"BRAID_DEBUG", ParamType::kEnum, "WARN", "WARN|INFO|TRACE",
+       "Log verbosity on stderr (or BRAID_DEBUG_FILE); ERROR lines are always printed"},
+      {"BRAID_DEBUG_FILE", ParamType::kString, "", "",
+       "Write log lines to this file instead of stderr, appending; %h = host, %p = pid, %r = rank"},
+      {"BRAID_TIMEOUT_MS", ParamType::kInt, "300000", "",
+       "Deadline in milliseconds of every blocking wait (connect, rendezvous, progress) before it "
+       "fails with a timeout error"},
+      {"BRAID_ALGO", ParamType::kString, "", "",
+       "Force an algorithm instead of the selector's choice: \"ring\" for all collectives, or per "
+       "collective as \"allreduce:ring;broadcast:tree\""},
+      {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp",
+       "Transport between ranks: auto = shared memory within a host and tcp across hosts; shm or "
+       "tcp force one"},
+      {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|mpi|file",
+       "How ranks find each other: env (rank/size/store address from environment variables), mpi, "
+       "file (BRAID_FILE_STORE), or auto to detect"},
+      {"BRAID_FILE_STORE", ParamType::kString, "", "",
+       "Directory on a shared file system used as the rendezvous key-value store (for tests and "
+       "jobs without MPI)"},
+      {"BRAID_HOST_ID", ParamType::kString, "", "",
+       "Overrides this process's host identity (ranks with equal ids are treated as one host, e.g. "
+       "to test tcp on one machine)"},
+      {"BRAID_SOCKET_IFNAME", ParamType::kString, "", "",
+       "Network interfaces for tcp, NCCL_SOCKET_IFNAME syntax: comma-separated prefixes, ^ to "
+       "exclude, = for exact names"},
+      {"BRAID_TCP_STREAMS", ParamType::kInt, "4", "",
+       "Number of sockets per tcp connection; large messages are striped across them"},
+      {"BRAID_TCP_STRIPE_MIN", ParamType::kInt, "262144", "",
+       "Messages of at least this many bytes are striped across the tcp streams (k, m, g "
+       "suffixes)"},
+      {"BRAID_SHM_RING_BYTES", ParamType::kInt, "4194304", "",
+       "Size in bytes of each shared-memory connection's ring buffer (suffixes k, m, g)"},
+      {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", "",
+       "Pipelining chunk in bytes of the ring and tree algorithms (suffixes k, m, g)"},
+      {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
+       "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
+       "(suffixes k, m, g)"},
+  };
+  return kTable;
+}
+
+int64_t paramInt(const char* name) {
+  const int idx = findParam(name, [](ParamType t) { return t == ParamType::kInt; });
+  return idx < 0 ? 0 : readSlot(idx).intValue;
+}
+
+bool paramBool(const char* name) {
+  const int idx = findParam(name, [](ParamType t) { return t == ParamType::kBool; });
+  return idx < 0 ? false : readSlot(idx).boolValue;
+}
+
+std::string paramString(const char* name) {
+  // Any type reads as text (enums in their canonical spelling, integers in decimal).
+  const int idx = findParam(name, nullptr);
+  return idx < 0 ? std::string() : readSlot(idx).text;
+}
+
+std::string paramValueText(const char* name, const char** source) {
+  const int idx = findParam(name, nullptr);
+  if (idx < 0) {
+    if (source != nullptr) *source = "unknown";
+    return std::string();
+  }
+  Slot slot = readSlot(idx);
+  if (source != nullptr) *source = slot.source;  // string literals: valid forever
+  return slot.text;
+}
+
+void setParamForTesting(const char* name, const std::string& value) {
+  const int idx = findParam(name, nullptr);
+  if (idx < 0) return;
+  const ParamDef& def = paramTable()[static_cast<size_t>(idx)];
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  Slot& slot = c.slots[static_cast<size_t>(idx)];
+  if (value.empty()) {
+    slot = Slot();  // re-read the environment on next use
+  } else {
+    load(def, value, "test", &slot);
+  }
+}
+
+namespace detail {
+// Test hooks (declared by tests/unit/core/params_test.cc): the table has no boolean parameter
+// yet, so the boolean parser is tested directly.
+bool parseParamBool(const std::string& text, bool* out) { return parseBool(text, out); }
+bool parseParamInt(const std::string& text, int64_t* out) { return parseInt(text, out); }
+}  // namespace detail
+
+}  // namespace braid
