@@ -1,10 +1,433 @@
-// Placeholder until the tcp backend lands.
+// The tcp backend's setup half: handles, listen/connect/accept and the Transport entry points.
+// The data path (framing, striping, progress, errors) is in connection.h.
+//
+// listen() binds port 0 and writes a handle {magic, kind, version, job secret, random nonce,
+// address, nstreams, stripe threshold, checksum}. connect() validates the handle (kInvalidArgument
+// for a foreign, corrupted or other-job handle), starts nstreams non-blocking connects and
+// returns; isend/test finish them and send on each socket a hello {magic, job secret, nonce,
+// connection id, stream index, nstreams}. accept() reads hellos without blocking, refuses (closes
+// and warns, naming the remote address) sockets with a wrong secret or nonce, garbage, or no
+// complete hello within BRAID_TIMEOUT_MS, and returns the RecvComm once every stream of one
+// connection id has arrived; the listener then closes (it serves exactly one connection).
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/params.h"
 #include "transport/backends.h"
+#include "transport/tcp/connection.h"
+#include "transport/tcp/socket.h"
 
 namespace braid::transport {
+namespace {
 
-Result<std::unique_ptr<Transport>> createTcpTransport(const TransportOptions&) {
-  return internalError("tcp transport not built yet");
+using detail::Hello;
+using detail::kHelloMagic;
+using detail::kMaxStreams;
+using detail::kSocketBufferBytes;
+using detail::kTcpProtocolVersion;
+using detail::TcpRecvComm;
+using detail::TcpRequest;
+using detail::TcpSendComm;
+
+constexpr uint32_t kHandleMagic = 0x50435442;  // "BTCP"
+constexpr uint16_t kHandleKind = 0x7463;       // "tc"
+constexpr size_t kMaxPendingSockets = 256;
+
+struct TcpHandle {
+  uint32_t magic;
+  uint16_t kind;
+  uint16_t version;
+  uint64_t jobSecret;
+  uint64_t nonce;
+  uint64_t stripeMin;
+  uint32_t nstreams;
+  uint32_t checksum;  ///< FNV-1a of the handle with this field zero
+  SocketAddress::Packed address;
+};
+static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
+
+uint32_t fnv1a(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+uint32_t handleChecksum(TcpHandle h) {
+  h.checksum = 0;
+  return fnv1a(&h, sizeof(h));
+}
+
+class TcpListenComm : public ListenComm {
+ public:
+  struct Pending {
+    Fd fd;
+    std::string peer;
+    uint64_t startNs = 0;
+    size_t received = 0;
+    bool validated = false;
+    Hello hello;
+  };
+
+  Fd fd;
+  std::string address;
+  uint64_t nonce = 0;
+  int nstreams = 0;
+  size_t stripeMin = 0;
+  bool accepted = false;
+  std::vector<Pending> pending;
+};
+
+class TcpTransport : public Transport {
+ public:
+  explicit TcpTransport(const TransportOptions& options) : options_(options) {
+    int64_t streams = paramInt("BRAID_TCP_STREAMS");
+    if (streams < 1 || streams > kMaxStreams) {
+      BRAID_WARN("BRAID_TCP_STREAMS=%lld is outside 1..%d; using %d",
+                 static_cast<long long>(streams), kMaxStreams,
+                 static_cast<int>(std::clamp<int64_t>(streams, 1, kMaxStreams)));
+      streams = std::clamp<int64_t>(streams, 1, kMaxStreams);
+    }
+    nstreams_ = static_cast<int>(streams);
+    int64_t stripeMin = paramInt("BRAID_TCP_STRIPE_MIN");
+    stripeMin_ = stripeMin < 1 ? 1 : static_cast<size_t>(stripeMin);
+    int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
+    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs > 0 ? timeoutMs : 30000) * 1000000ull;
+  }
+
+  const char* name() const override { return "tcp"; }
+
+  Status listen(Handle* handle, std::unique_ptr<ListenComm>* listenComm) override {
+    if (handle == nullptr || listenComm == nullptr) {
+      return invalidArgument("tcp listen: null handle or listenComm");
+    }
+    SocketAddress address;
+    if (!options_.tcpAddress.empty()) {
+      Result<SocketAddress> parsed = SocketAddress::parseNumeric(options_.tcpAddress, 0);
+      if (!parsed.isOk()) {
+        return parsed.status().withContext("tcp: TransportOptions::tcpAddress '" +
+                                           options_.tcpAddress + "'");
+      }
+      address = parsed.value();
+    } else {
+      BRAID_ASSIGN_OR_RETURN(InterfaceAddress chosen,
+                             selectInterface(paramString("BRAID_SOCKET_IFNAME")));
+      address = chosen.address;
+      address.setPort(0);
+    }
+    ListenOptions lo;
+    lo.bufferBytes = kSocketBufferBytes;
+    SocketAddress bound;
+    Result<Fd> fd = listenOn(address, lo, &bound);
+    if (!fd.isOk()) return fd.status().withContext("tcp listen");
+    if (bound.isAny()) {
+      // Listening on every address: advertise the one peers should use.
+      BRAID_ASSIGN_OR_RETURN(InterfaceAddress chosen,
+                             selectInterface(paramString("BRAID_SOCKET_IFNAME")));
+      int port = bound.port();
+      bound = chosen.address;
+      bound.setPort(port);
+    }
+    BRAID_ASSIGN_OR_RETURN(uint64_t nonce, secureRandom64());
+    (void)setNoDelay(fd.value().get());
+
+    auto comm = std::make_unique<TcpListenComm>();
+    comm->fd = std::move(fd.value());
+    comm->address = bound.toString();
+    comm->nonce = nonce;
+    comm->nstreams = nstreams_;
+    comm->stripeMin = stripeMin_;
+
+    TcpHandle h;
+    std::memset(&h, 0, sizeof(h));
+    h.magic = kHandleMagic;
+    h.kind = kHandleKind;
+    h.version = kTcpProtocolVersion;
+    h.jobSecret = options_.jobSecret;
+    h.nonce = nonce;
+    h.stripeMin = stripeMin_;
+    h.nstreams = static_cast<uint32_t>(nstreams_);
+    h.address = bound.pack();
+    h.checksum = handleChecksum(h);
+    std::memset(handle->bytes, 0, kHandleSize);
+    std::memcpy(handle->bytes, &h, sizeof(h));
+    BRAID_INFO("tcp: listening on %s with %d streams", comm->address.c_str(), nstreams_);
+    *listenComm = std::move(comm);
+    return Status::ok();
+  }
+
+  Status connect(const Handle& handle, std::unique_ptr<SendComm>* sendComm) override {
+    if (sendComm == nullptr) return invalidArgument("tcp connect: null sendComm");
+    TcpHandle h;
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    if (h.magic != kHandleMagic || h.kind != kHandleKind) {
+      return invalidArgument(
+          "tcp connect: the handle was not made by a tcp listen() (wrong magic;"
+          " another transport's handle, or garbage?)");
+    }
+    if (h.version != kTcpProtocolVersion) {
+      return invalidArgument("tcp connect: handle of protocol version " +
+                             std::to_string(h.version) + ", this build speaks " +
+                             std::to_string(kTcpProtocolVersion) + " (mixed braid versions?)");
+    }
+    if (h.checksum != handleChecksum(h)) {
+      return invalidArgument("tcp connect: the handle is corrupted (checksum mismatch)");
+    }
+    if (h.nstreams < 1 || h.nstreams > static_cast<uint32_t>(kMaxStreams) || h.stripeMin == 0) {
+      return invalidArgument("tcp connect: the handle has " + std::to_string(h.nstreams) +
+                             " streams (valid 1.." + std::to_string(kMaxStreams) + ")");
+    }
+    if (h.jobSecret != options_.jobSecret) {
+      return invalidArgument(
+          "tcp connect: the handle belongs to another job (job secret differs);"
+          " was it read from a stale store?");
+    }
+    Result<SocketAddress> address = SocketAddress::unpack(h.address);
+    if (!address.isOk()) return address.status().withContext("tcp connect: bad handle address");
+    BRAID_ASSIGN_OR_RETURN(uint64_t connectionId, secureRandom64());
+
+    Hello hello;
+    std::memset(&hello, 0, sizeof(hello));
+    hello.magic = kHelloMagic;
+    hello.version = kTcpProtocolVersion;
+    hello.nstreams = h.nstreams;
+    hello.jobSecret = options_.jobSecret;
+    hello.nonce = h.nonce;
+    hello.connectionId = connectionId;
+    auto comm = std::make_unique<TcpSendComm>(
+        static_cast<int>(h.nstreams), static_cast<size_t>(h.stripeMin), address.value().toString());
+    BRAID_RETURN_IF_ERROR(comm->start(address.value(), hello));
+    *sendComm = std::move(comm);
+    return Status::ok();
+  }
+
+  Status accept(ListenComm* listenComm, std::unique_ptr<RecvComm>* recvComm) override {
+    if (listenComm == nullptr || recvComm == nullptr) {
+      return invalidArgument("tcp accept: null listenComm or recvComm");
+    }
+    auto* lc = static_cast<TcpListenComm*>(listenComm);
+    if (lc->accepted) {
+      return invalidUsage("tcp accept: this listen comm (" + lc->address +
+                          ") already accepted its connection; listen() again for another peer");
+    }
+    acceptNew(lc);
+    readHellos(lc);
+    return completeConnection(lc, recvComm);
+  }
+
+  Status isend(SendComm* comm, const void* data, size_t size, const Meta& meta,
+               Request** request) override {
+    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
+      return invalidArgument("tcp isend: null comm, request or data");
+    }
+    auto* c = static_cast<TcpSendComm*>(comm);
+    *request = nullptr;
+    if (!c->ready()) c->progressConnect();
+    if (!c->broken().isOk()) return c->broken();
+    if (!c->ready()) return Status::ok();
+    TcpRequest* r = c->postSend(data, size, meta);
+    if (r == nullptr) return Status::ok();
+    c->progress();
+    *request = reinterpret_cast<Request*>(r);
+    return Status::ok();
+  }
+
+  Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
+    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
+      return invalidArgument("tcp irecv: null comm, request or data");
+    }
+    auto* c = static_cast<TcpRecvComm*>(comm);
+    *request = nullptr;
+    if (!c->broken().isOk()) return c->broken();
+    TcpRequest* r = c->postRecv(data, size, meta);
+    if (r == nullptr) return Status::ok();
+    c->progress();
+    *request = reinterpret_cast<Request*>(r);
+    return Status::ok();
+  }
+
+  Status test(Request* request, bool* done, size_t* size) override {
+    auto* r = reinterpret_cast<TcpRequest*>(request);
+    if (done == nullptr || !detail::isLiveRequest(r)) {
+      return invalidUsage(
+          "tcp test: not a live tcp request (already completed, or freed with "
+          "its connection?)");
+    }
+    *done = false;
+    detail::TcpConn* c = r->conn;
+    if (!c->complete(r)) {
+      if (c->isSend()) static_cast<TcpSendComm*>(c)->progressConnect();
+      c->progress();
+    }
+    if (c->complete(r)) {
+      *done = true;
+      if (size != nullptr) *size = r->size;
+      if (r->metaOut != nullptr) *r->metaOut = r->header.meta;
+      c->release(r);
+      return Status::ok();
+    }
+    if (!c->broken().isOk()) {
+      Status s = c->broken();
+      c->release(r);
+      return s;
+    }
+    return Status::ok();
+  }
+
+ private:
+  void refuse(TcpListenComm* lc, size_t i, const std::string& why) {
+    BRAID_WARN("tcp: refused connection from %s to %s: %s", lc->pending[i].peer.c_str(),
+               lc->address.c_str(), why.c_str());
+    lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  void acceptNew(TcpListenComm* lc) {
+    for (;;) {
+      sockaddr_storage from;
+      socklen_t len = sizeof(from);
+      int fd = ::accept4(lc->fd.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          BRAID_WARN("tcp: accept on %s failed: %s", lc->address.c_str(), strerror(errno));
+        }
+        return;
+      }
+      TcpListenComm::Pending p;
+      p.fd = Fd(fd);
+      p.peer = SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&from), len).toString();
+      if (lc->pending.size() >= kMaxPendingSockets) {
+        BRAID_WARN("tcp: refused connection from %s to %s: %zu connections already pending",
+                   p.peer.c_str(), lc->address.c_str(), lc->pending.size());
+        continue;
+      }
+      (void)setNoDelay(fd);
+      p.startNs = nowNs();
+      lc->pending.push_back(std::move(p));
+    }
+  }
+
+  void readHellos(TcpListenComm* lc) {
+    uint64_t now = nowNs();
+    for (size_t i = 0; i < lc->pending.size();) {
+      TcpListenComm::Pending& p = lc->pending[i];
+      if (p.validated) {
+        ++i;
+        continue;
+      }
+      char* buf = reinterpret_cast<char*>(&p.hello);
+      ssize_t n;
+      do {
+        n = ::recv(p.fd.get(), buf + p.received, sizeof(Hello) - p.received, MSG_DONTWAIT);
+      } while (n < 0 && errno == EINTR);
+      if (n == 0) {
+        refuse(lc, i, "closed before completing its hello");
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        refuse(lc, i, std::string("error reading its hello: ") + strerror(errno));
+        continue;
+      }
+      if (n > 0) p.received += static_cast<size_t>(n);
+      if (p.received >= sizeof(uint32_t) && p.hello.magic != kHelloMagic) {
+        refuse(lc, i, "sent garbage instead of a braid tcp hello (not a braid peer?)");
+        continue;
+      }
+      if (p.received < sizeof(Hello)) {
+        if (now - p.startNs > helloTimeoutNs_) {
+          refuse(
+              lc, i,
+              "sent no complete hello within " + std::to_string(helloTimeoutNs_ / 1000000) + " ms");
+          continue;
+        }
+        ++i;
+        continue;
+      }
+      const Hello& h = p.hello;
+      if (h.version != kTcpProtocolVersion) {
+        refuse(lc, i,
+               "speaks protocol version " + std::to_string(h.version) + ", not " +
+                   std::to_string(kTcpProtocolVersion));
+        continue;
+      }
+      if (h.jobSecret != options_.jobSecret) {
+        refuse(lc, i, "wrong job secret (a process of another job?)");
+        continue;
+      }
+      if (h.nonce != lc->nonce) {
+        refuse(lc, i, "wrong nonce (it used a handle of another listener, or a stale one)");
+        continue;
+      }
+      if (h.nstreams != static_cast<uint32_t>(lc->nstreams) || h.streamIndex >= h.nstreams) {
+        refuse(lc, i,
+               "inconsistent stream index " + std::to_string(h.streamIndex) + " of " +
+                   std::to_string(h.nstreams));
+        continue;
+      }
+      bool duplicate = false;
+      for (const TcpListenComm::Pending& q : lc->pending) {
+        duplicate |= q.validated && q.hello.connectionId == h.connectionId &&
+                     q.hello.streamIndex == h.streamIndex;
+      }
+      if (duplicate) {
+        refuse(lc, i, "duplicate stream " + std::to_string(h.streamIndex));
+        continue;
+      }
+      p.validated = true;
+      ++i;
+    }
+  }
+
+  Status completeConnection(TcpListenComm* lc, std::unique_ptr<RecvComm>* recvComm) {
+    for (const TcpListenComm::Pending& first : lc->pending) {
+      if (!first.validated) continue;
+      uint64_t id = first.hello.connectionId;
+      int have = 0;
+      for (const TcpListenComm::Pending& q : lc->pending) {
+        have += q.validated && q.hello.connectionId == id;
+      }
+      if (have != lc->nstreams) continue;
+      std::vector<Fd> fds(static_cast<size_t>(lc->nstreams));
+      std::string peer;
+      for (auto it = lc->pending.begin(); it != lc->pending.end();) {
+        if (it->validated && it->hello.connectionId == id) {
+          if (it->hello.streamIndex == 0) peer = it->peer;
+          fds[it->hello.streamIndex] = std::move(it->fd);
+          it = lc->pending.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      BRAID_INFO("tcp: accepted %d streams from %s on %s", lc->nstreams, peer.c_str(),
+                 lc->address.c_str());
+      *recvComm = std::make_unique<TcpRecvComm>(lc->nstreams, lc->stripeMin, peer, std::move(fds));
+      lc->accepted = true;
+      // The listener is done: drop whatever else is pending so that it is not left dangling.
+      lc->pending.clear();
+      lc->fd.reset();
+      return Status::ok();
+    }
+    return Status::ok();
+  }
+
+  TransportOptions options_;
+  int nstreams_ = 4;
+  size_t stripeMin_ = 262144;
+  uint64_t helloTimeoutNs_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> createTcpTransport(const TransportOptions& options) {
+  return std::unique_ptr<Transport>(std::make_unique<TcpTransport>(options));
 }
 
 }  // namespace braid::transport
