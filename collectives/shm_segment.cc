@@ -1,6 +1,7 @@
 #include "collectives/shm_segment.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/futex.h"
 #include "core/log.h"
 
 namespace braid::detail {
@@ -37,8 +39,10 @@ struct ShmSegment::Control {
   // Fingerprint per half: collective|dtype|op|root, seq, count.
   alignas(kLine) uint64_t fp[2][3];
   uint8_t pad[kLine - 48];
+  // Ranks asleep (futex) on this rank's arrive or done flag; the owner wakes them after a store.
+  alignas(kLine) std::atomic<uint32_t> sleepers;
 };
-static_assert(sizeof(ShmSegment::Control) == 4 * 64, "control block is four cache lines");
+static_assert(sizeof(ShmSegment::Control) == 5 * 64, "control block is five cache lines");
 
 namespace {
 uint64_t packFp(const Fingerprint& fp) {
@@ -72,6 +76,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
   seg->localRanks_ = localRanks;
   seg->me_ = localIndex;
   seg->timeoutMs_ = timeoutMs;
+  seg->oversubscribed_ = static_cast<int>(localRanks.size()) > usableCores();
   seg->halfBytes_ = roundUp(std::max<size_t>(slotBytes / 2, 4096), 4096);
   size_t n = localRanks.size();
   seg->dataOffset_ = roundUp(sizeof(Header), 4096) + roundUp(n * sizeof(Control), 4096);
@@ -159,7 +164,8 @@ void ShmSegment::arrive(uint64_t g, uint64_t seq, const Fingerprint& fp) {
   f[0] = packFp(fp);
   f[1] = seq;
   f[2] = fp.count;
-  c->arrive.store(g, std::memory_order_release);
+  c->arrive.store(g, std::memory_order_seq_cst);
+  wakeSleepers(c);
 }
 
 void ShmSegment::announce(uint64_t seq, const Fingerprint& fp) {
@@ -195,7 +201,20 @@ Status ShmSegment::checkAnnouncements() const {
   return Status::ok();
 }
 
-void ShmSegment::markDone(uint64_t g) { control(me_)->done.store(g, std::memory_order_release); }
+void ShmSegment::markDone(uint64_t g) {
+  Control* c = control(me_);
+  c->done.store(g, std::memory_order_seq_cst);
+  wakeSleepers(c);
+}
+
+// Pairs with waitFlag: the waiter counts itself in sleepers, re-checks the flag, then sleeps on its
+// low 32 bits; the owner stores the flag, then reads sleepers (both seq_cst), so either the waiter
+// sees the new value or the owner sees the sleeper.
+void ShmSegment::wakeSleepers(Control* c) {
+  if (c->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  futexWakeAll(&c->arrive);
+  futexWakeAll(&c->done);
+}
 
 void ShmSegment::raiseAbort(int code, int originRank) {
   uint64_t expected = 0;
@@ -221,33 +240,51 @@ Status ShmSegment::waitDone(uint64_t g) { return waitFlag(false, g, false); }
 
 Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints) {
   int n = localSize();
-  uint64_t lastProgress = 0;
   for (int i = 0; i < n; ++i) {
     if (i == me_) continue;
     Control* c = control(i);
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
-    Backoff backoff;
+    // Spin briefly (the peer is usually a few hundred ns away), then yield for a while (lets an
+    // oversubscribed peer on this core run), then sleep on the flag. With more local ranks than
+    // cores, skip straight to yielding and sleep sooner.
+    const uint64_t start = nowNs();
+    const uint64_t yieldUntil = start + (oversubscribed_ ? 20000ull : 200000ull);
+    uint64_t lastCheck = start;
+    uint32_t spins = oversubscribed_ ? 16 : 4096;
     while (flag.load(std::memory_order_acquire) < g) {
-      backoff.pause();
-      if (backoff.idleRounds() % 128 != 0) continue;
+      if (spins > 0) {
+        --spins;
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+        continue;
+      }
+      const uint64_t now = nowNs();
+      if (now < yieldUntil) {
+        sched_yield();
+      } else {
+        c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        const uint64_t v = flag.load(std::memory_order_seq_cst);
+        if (v < g) futexWait(&flag, static_cast<uint32_t>(v), 1000000ull);
+        c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      if (now - lastCheck < 1000000ull) continue;
+      lastCheck = now;
       BRAID_RETURN_IF_ERROR(abortStatus());
       BRAID_RETURN_IF_ERROR(checkAnnouncements());
-      uint64_t now = nowNs();
-      if (lastProgress == 0) lastProgress = now;
       int32_t pid = header_->pids[i].load(std::memory_order_acquire);
       if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
         return remoteError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
                            std::to_string(localRanks_[i]) + " (pid " + std::to_string(pid) +
                            ") exited during a collective");
       }
-      if (now - lastProgress > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
+      if (now - start > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
         return timeoutError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
                             std::to_string(localRanks_[i]) + " did not reach the collective within " +
                             std::to_string(timeoutMs_) +
                             " ms (stalled, or not calling it? raise BRAID_TIMEOUT_MS if it is slow)");
       }
     }
-    lastProgress = 0;
     if (checkFingerprints) {
       const uint64_t* mine = control(me_)->fp[g & 1];
       const uint64_t* theirs = c->fp[g & 1];

@@ -70,6 +70,7 @@ class ShmSegment {
   ShmSegment() = default;
   Control* control(int i) const;
   Status waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints);
+  void wakeSleepers(Control* c);
 
   std::string name_;
   void* base_ = nullptr;
@@ -83,6 +84,7 @@ class ShmSegment {
   uint64_t announcedSeq_ = 0;
   Fingerprint announcedFp_;
   int64_t timeoutMs_ = 0;
+  bool oversubscribed_ = false;
   bool unlinked_ = false;
 };
 

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.h"
+#include "core/copy.h"
 
 namespace braid::detail {
 namespace {
@@ -38,7 +39,7 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     const size_t bytes = n * es;
     const uint64_t g = seg->nextGeneration();
     const int h = static_cast<int>(g & 1);
-    std::memcpy(seg->half(me, h), src + done * es, bytes);
+    copyToShared(seg->half(me, h), src + done * es, bytes);
     seg->arrive(g, a.seq, a.fp);
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, first));
     first = false;
@@ -52,16 +53,19 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
       }
       if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, n, p);
     } else {
+      // Reduce this rank's shard into its own output, then publish it in its slot (streamed, so
+      // the peers read it from memory rather than from this core's cache; see core/copy.h).
       const size_t lo = blockStart(n, p, me);
       const size_t hi = blockStart(n, p, me + 1);
-      uint8_t* acc = seg->half(me, h) + lo * es;
-      for (int i = 0; i < p; ++i) {
-        if (i != me) a.reduce(acc, acc, seg->half(i, h) + lo * es, hi - lo);
-      }
-      if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, acc, hi - lo, p);
+      uint8_t* out = dst + (done + lo) * es;
+      a.reduce(out, seg->half(0, h) + lo * es, seg->half(1, h) + lo * es, hi - lo);
+      for (int i = 2; i < p; ++i) a.reduce(out, out, seg->half(i, h) + lo * es, hi - lo);
+      if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, hi - lo, p);
+      copyToShared(seg->half(me, h) + lo * es, out, (hi - lo) * es);
       seg->markDone(g);
       BRAID_RETURN_IF_ERROR(seg->waitDone(g));
       for (int i = 0; i < p; ++i) {
+        if (i == me) continue;
         const size_t ilo = blockStart(n, p, i);
         const size_t ihi = blockStart(n, p, i + 1);
         std::memcpy(dst + (done + ilo) * es, seg->half(i, h) + ilo * es, (ihi - ilo) * es);

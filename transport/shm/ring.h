@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/copy.h"
+
 #include "transport/transport.h"
 
 namespace braid::transport::detail {
@@ -80,12 +82,13 @@ inline constexpr uint32_t kShmFrameMagic = 0x4d415246;  // "FRAM"
 inline constexpr uint64_t kShmFrameBytes = sizeof(ShmFrameHeader);
 static_assert(kShmFrameBytes == 48, "frame header layout is part of the wire format");
 
-/// Copies n bytes into the ring at stream position pos (wrapping at the end).
+/// Copies n bytes into the ring at stream position pos (wrapping at the end). Streaming stores
+/// (core/copy.h): the receiver on another core reads this next.
 inline void ringCopyIn(uint8_t* ring, uint64_t ringBytes, uint64_t pos, const void* src, size_t n) {
   const size_t off = static_cast<size_t>(pos % ringBytes);
   const size_t first = std::min<size_t>(n, ringBytes - off);
-  std::memcpy(ring + off, src, first);
-  if (n > first) std::memcpy(ring, static_cast<const uint8_t*>(src) + first, n - first);
+  copyToShared(ring + off, src, first);
+  if (n > first) copyToShared(ring, static_cast<const uint8_t*>(src) + first, n - first);
 }
 
 /// Copies n bytes out of the ring at stream position pos (wrapping at the end).
