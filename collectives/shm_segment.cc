@@ -244,24 +244,23 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
     if (i == me_) continue;
     Control* c = control(i);
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
-    // Spin briefly (the peer is usually a few hundred ns away), then yield for a while (lets an
-    // oversubscribed peer on this core run), then sleep on the flag. With more local ranks than
-    // cores, skip straight to yielding and sleep sooner.
+    // Spin while the peer is likely close (a few hundred ns when it runs on another core), then
+    // sleep on the flag so that a descheduled peer can have this core. With more local ranks
+    // than cores, yield instead of spinning first (the peer may be waiting for this very core).
     const uint64_t start = nowNs();
-    const uint64_t yieldUntil = start + (oversubscribed_ ? 20000ull : 200000ull);
+    const uint64_t spinUntil = start + (oversubscribed_ ? 20000ull : 5000ull);
     uint64_t lastCheck = start;
-    uint32_t spins = oversubscribed_ ? 16 : 4096;
+    uint32_t rounds = 0;
     while (flag.load(std::memory_order_acquire) < g) {
-      if (spins > 0) {
-        --spins;
+      if (!oversubscribed_ && (++rounds & 63) != 0) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
         continue;
       }
       const uint64_t now = nowNs();
-      if (now < yieldUntil) {
-        sched_yield();
+      if (now < spinUntil) {
+        if (oversubscribed_) sched_yield();
       } else {
         c->sleepers.fetch_add(1, std::memory_order_seq_cst);
         const uint64_t v = flag.load(std::memory_order_seq_cst);
