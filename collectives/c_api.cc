@@ -25,6 +25,9 @@ braidResult_t toResult(const braid::Status& s) {
   return static_cast<braidResult_t>(s.code());
 }
 
+using braid::DataType;
+using braid::ReduceOp;
+
 constexpr uint32_t kIdMagic = 0x62726964;  // "brid"
 
 struct IdLayout {
@@ -60,6 +63,18 @@ braidResult_t badArg(const char* what) {
   tLastError = std::string("invalid argument: ") + what;
   return braidInvalidArgument;
 }
+
+// A C caller may pass any int as an enum; reading it through its enum type would be undefined
+// behaviour in C++ for values outside the enumerators, so read the bits.
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+DataType toType(const braidDataType_t& t) { return static_cast<DataType>(rawEnum(t)); }
+ReduceOp toOp(const braidRedOp_t& o) { return static_cast<ReduceOp>(rawEnum(o)); }
 
 #define BRAID_C_CHECK_COMM(comm) \
   if ((comm) == nullptr || !(comm)->comm) return badArg("communicator is null")
@@ -177,52 +192,49 @@ braidResult_t braidCommUserRank(const braidComm_t comm, int* rank) {
   BRAID_C_CHECK_COMM(comm);                                                   \
   return guarded([&]() -> braidResult_t { return toResult(comm->comm->expr); })
 
-using braid::DataType;
-using braid::ReduceOp;
-
 braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, braidRedOp_t op, braidComm_t comm) {
-  BRAID_C_CALL(comm, allReduce(sendbuff, recvbuff, count, static_cast<DataType>(datatype),
-                               static_cast<ReduceOp>(op)));
+  BRAID_C_CALL(comm, allReduce(sendbuff, recvbuff, count, toType(datatype),
+                               toOp(op)));
 }
 
 braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  braidDataType_t datatype, braidRedOp_t op, braidComm_t comm) {
-  BRAID_C_CALL(comm, reduceScatter(sendbuff, recvbuff, recvcount, static_cast<DataType>(datatype),
-                                   static_cast<ReduceOp>(op)));
+  BRAID_C_CALL(comm, reduceScatter(sendbuff, recvbuff, recvcount, toType(datatype),
+                                   toOp(op)));
 }
 
 braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              braidDataType_t datatype, braidComm_t comm) {
-  BRAID_C_CALL(comm, allGather(sendbuff, recvbuff, sendcount, static_cast<DataType>(datatype)));
+  BRAID_C_CALL(comm, allGather(sendbuff, recvbuff, sendcount, toType(datatype)));
 }
 
 braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, int root, braidComm_t comm) {
-  BRAID_C_CALL(comm, broadcast(sendbuff, recvbuff, count, static_cast<DataType>(datatype), root));
+  BRAID_C_CALL(comm, broadcast(sendbuff, recvbuff, count, toType(datatype), root));
 }
 
 braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
                           braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm) {
-  BRAID_C_CALL(comm, reduce(sendbuff, recvbuff, count, static_cast<DataType>(datatype),
-                            static_cast<ReduceOp>(op), root));
+  BRAID_C_CALL(comm, reduce(sendbuff, recvbuff, count, toType(datatype),
+                            toOp(op), root));
 }
 
 braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                             braidDataType_t datatype, braidComm_t comm) {
-  BRAID_C_CALL(comm, allToAll(sendbuff, recvbuff, count, static_cast<DataType>(datatype)));
+  BRAID_C_CALL(comm, allToAll(sendbuff, recvbuff, count, toType(datatype)));
 }
 
 braidResult_t braidBarrier(braidComm_t comm) { BRAID_C_CALL(comm, barrier()); }
 
 braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm) {
-  BRAID_C_CALL(comm, send(sendbuff, count, static_cast<DataType>(datatype), peer));
+  BRAID_C_CALL(comm, send(sendbuff, count, toType(datatype), peer));
 }
 
 braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm) {
-  BRAID_C_CALL(comm, recv(recvbuff, count, static_cast<DataType>(datatype), peer));
+  BRAID_C_CALL(comm, recv(recvbuff, count, toType(datatype), peer));
 }
 
 }  // extern "C"
