@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every GPU check, in one run of under 5 minutes on the lent GPU machine (nvcc 13, NCCL and
+# PyTorch on its own python3, no package installs there):
+#   1. configure and build braid with CUDA/NCCL on (nothing from apt: MPI/UCX/hwloc optional);
+#   2. ctest -L gpu (tests built with CUDA, skipped where no device is present);
+#   3. each tests/gpu/*_check.sh (e.g. the NCCL plugin check), each with its own limit.
+# Writes logs under $OUT when set (the device tool's output folder). Exits non-zero when a check
+# fails; a check that cannot run says why and counts as skipped.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/braid-device-checks}"
+mkdir -p "$out"
+build=build-gpu
+status=0
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "run_device_checks: no GPU here; nothing to check" | tee "$out/summary.txt"
+  exit 0
+fi
+nvidia-smi -L | tee "$out/summary.txt"
+
+{
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRAID_WITH_CUDA=ON \
+    -DBRAID_WITH_NCCL=AUTO && cmake --build "$build" -j"$(nproc)"
+} >"$out/build.log" 2>&1 || { echo "build failed (see build.log)" | tee -a "$out/summary.txt"; exit 1; }
+
+if ! timeout 120 ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest-gpu.log" 2>&1; then
+  echo "ctest -L gpu failed" | tee -a "$out/summary.txt"
+  status=1
+fi
+
+for check in tests/gpu/*_check.sh; do
+  [ -e "$check" ] || continue
+  name=$(basename "$check" .sh)
+  if BRAID_BUILD_DIR="$build" timeout 120 bash "$check" >"$out/$name.log" 2>&1; then
+    echo "$name: passed" | tee -a "$out/summary.txt"
+  else
+    echo "$name: FAILED (see $name.log)" | tee -a "$out/summary.txt"
+    status=1
+  fi
+done
+exit $status
