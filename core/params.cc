@@ -254,6 +254,9 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_HOST_ID", ParamType::kString, "", "",
        "Overrides this process's host identity (ranks with equal ids are treated as one host, e.g. "
        "to test tcp on one machine)"},
+      {"BRAID_TOPO_FILE", ParamType::kString, "", "",
+       "Read this host's topology from a topology file (docs/topology-file.md) instead of "
+       "detecting it with hwloc/sysfs; write one with braid-info topo --write FILE"},
       {"BRAID_SOCKET_IFNAME", ParamType::kString, "", "",
        "Network interfaces for tcp, NCCL_SOCKET_IFNAME syntax: comma-separated prefixes, ^ to "
        "exclude, = for exact names"},

@@ -37,6 +37,7 @@ const Expected kExpected[] = {
     {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|mpi|file"},
     {"BRAID_FILE_STORE", ParamType::kString, "", ""},
     {"BRAID_HOST_ID", ParamType::kString, "", ""},
+    {"BRAID_TOPO_FILE", ParamType::kString, "", ""},
     {"BRAID_SOCKET_IFNAME", ParamType::kString, "", ""},
     {"BRAID_TCP_STREAMS", ParamType::kInt, "4", ""},
     {"BRAID_TCP_STRIPE_MIN", ParamType::kInt, "262144", ""},

@@ -1,0 +1,61 @@
+// all_reduce for braid-perf: every rank contributes count elements of its pattern; every rank's
+// output must equal the reduction of all patterns. busbw = algbw × 2(n-1)/n, the fraction of the
+// data each rank sends and receives in a bandwidth-optimal all-reduce (nccl-tests'
+// PERFORMANCE.md), so busbw is comparable with a link's peak whatever n is.
+#include <string>
+#include <vector>
+
+#include "bench/perf/harness.h"
+
+namespace braid::perf {
+namespace {
+
+double allReduceBusBwFactor(int ranks) { return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0.0; }
+
+void allReduceInit(const BenchContext& ctx, void* send, void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  fillPeriodic(send, p.contribution(ctx.rank), p.period(), p.elemSize(), count);
+  if (!inPlace) poison(recv, count * p.elemSize());
+}
+
+Status allReduceRun(const BenchContext& ctx, const void* send, void* recv, size_t count,
+                    bool /*inPlace: send == recv*/) {
+  return ctx.comm->allReduce(send, recv, count, ctx.type, ctx.op);
+}
+
+size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count) {
+  const Pattern& p = *ctx.pattern;
+  return countMismatches(recv, p.reduced(), p.period(), p.elemSize(), count);
+}
+
+std::vector<std::string> allReduceCandidates() {
+  return {"ring", "tree", "halving_doubling", "shm"};
+}
+
+Status allReduceSelect(Communicator& comm, const std::string& name) {
+  return comm.setAllReduceAlgorithm(name);
+}
+
+std::string allReduceChosen(const Communicator& comm, size_t bytes) {
+  return comm.allReduceAlgorithmFor(bytes);
+}
+
+}  // namespace
+
+const CollectiveBench& allReduceBench() {
+  static const CollectiveBench kBench = [] {
+    CollectiveBench b;
+    b.name = "all_reduce";
+    b.busBwFactor = allReduceBusBwFactor;
+    b.initBuffers = allReduceInit;
+    b.run = allReduceRun;
+    b.check = allReduceCheck;
+    b.algorithms.candidates = allReduceCandidates;
+    b.algorithms.select = allReduceSelect;
+    b.algorithms.chosen = allReduceChosen;
+    return b;
+  }();
+  return kBench;
+}
+
+}  // namespace braid::perf

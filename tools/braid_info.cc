@@ -1,0 +1,160 @@
+// braid-info: what braid sees on this machine.
+//   braid-info topo [--source auto|sysfs|hwloc|file] [--write FILE]
+//   braid-info params
+//   braid-info nccl ...            (when built with tools/info_nccl.cc)
+//   braid-info --help
+// Exits 0 on success, 1 when detection or writing failed, 2 on a usage error.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/params.h"
+#include "topology/detect.h"
+#include "topology/topology_file.h"
+
+#if BRAID_HAVE_INFO_NCCL
+#include "tools/info_nccl.h"
+#endif
+
+namespace {
+
+void usage(FILE* out) {
+  fprintf(out,
+          "usage: braid-info COMMAND [OPTIONS]\n"
+          "\n"
+          "commands:\n"
+          "  topo [--source auto|sysfs|hwloc|file] [--write FILE]\n"
+          "      Print this host's topology: sockets, NUMA nodes, cores, NICs (kind, speed,\n"
+          "      PCI path, addresses), GPUs, the PCI tree and links. The default source is\n"
+          "      BRAID_TOPO_FILE when set, else hwloc (when built with it) completed by sysfs.\n"
+          "      --write FILE also writes it as a topology file (docs/topology-file.md), which\n"
+          "      BRAID_TOPO_FILE=FILE injects later.\n"
+          "  params\n"
+          "      Print every BRAID_* parameter: name, type, default, the value in effect and\n"
+          "      where it came from (env or default), and what it does.\n"
+          "  nccl [ARGS]\n"
+          "      NCCL and plugin versions (%s).\n"
+          "  --help\n"
+          "      This text.\n",
+#if BRAID_HAVE_INFO_NCCL
+          "see braid-info nccl --help"
+#else
+          "not in this build"
+#endif
+  );
+}
+
+const char* typeName(braid::ParamType t) {
+  switch (t) {
+    case braid::ParamType::kInt:
+      return "int";
+    case braid::ParamType::kBool:
+      return "bool";
+    case braid::ParamType::kString:
+      return "string";
+    case braid::ParamType::kEnum:
+      return "enum";
+  }
+  return "?";
+}
+
+int runTopo(int argc, char** argv) {
+  std::string source = "auto";
+  std::string writePath;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--write" && i + 1 < argc) {
+      writePath = argv[++i];
+    } else if (a == "--source" && i + 1 < argc) {
+      source = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "braid-info topo: unknown argument '%s' (see braid-info --help)\n",
+              a.c_str());
+      return 2;
+    }
+  }
+  braid::Result<braid::topo::Topology> t = braid::topo::detectTopology(source);
+  if (!t.isOk()) {
+    fprintf(stderr, "braid-info topo: %s\n", t.status().toString().c_str());
+    return 1;
+  }
+  fputs(braid::topo::describe(t.value()).c_str(), stdout);
+  if (!writePath.empty()) {
+    braid::Status s = braid::topo::writeTopologyFile(t.value(), writePath);
+    if (!s.isOk()) {
+      fprintf(stderr, "braid-info topo: %s\n", s.toString().c_str());
+      return 1;
+    }
+    printf("wrote %s\n", writePath.c_str());
+  }
+  return 0;
+}
+
+int runParams(int argc, char** argv) {
+  if (argc > 0) {
+    if (std::strcmp(argv[0], "-h") == 0 || std::strcmp(argv[0], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    fprintf(stderr, "braid-info params: unknown argument '%s'\n", argv[0]);
+    return 2;
+  }
+  struct Row {
+    std::string name, type, def, value, source, help;
+  };
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("\"\"") : v; };
+  std::vector<Row> rows = {{"# name", "type", "default", "value", "source", "help"}};
+  for (const braid::ParamDef& def : braid::paramTable()) {
+    const char* source = nullptr;
+    const std::string value = braid::paramValueText(def.name, &source);
+    std::string type = typeName(def.type);
+    if (def.type == braid::ParamType::kEnum) type += std::string(":") + def.choices;
+    rows.push_back({def.name, type, shown(def.defaultValue), shown(value), source, def.help});
+  }
+  size_t w[5] = {0, 0, 0, 0, 0};
+  for (const Row& r : rows) {
+    const std::string* cols[5] = {&r.name, &r.type, &r.def, &r.value, &r.source};
+    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], cols[i]->size());
+  }
+  for (const Row& r : rows) {
+    printf("%-*s  %-*s  %-*s  %-*s  %-*s  %s\n", int(w[0]), r.name.c_str(), int(w[1]),
+           r.type.c_str(), int(w[2]), r.def.c_str(), int(w[3]), r.value.c_str(), int(w[4]),
+           r.source.c_str(), r.help.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (cmd == "topo") return runTopo(argc - 2, argv + 2);
+  if (cmd == "params") return runParams(argc - 2, argv + 2);
+  if (cmd == "nccl") {
+#if BRAID_HAVE_INFO_NCCL
+    // runInfoNccl sees "nccl" as its argv[0].
+    return runInfoNccl(argc - 1, argv + 1);
+#else
+    // Hook: tools/info_nccl.{h,cc} (target braid_info_nccl) provides
+    // int runInfoNccl(int argc, char** argv); tools/CMakeLists.txt links it and defines
+    // BRAID_HAVE_INFO_NCCL=1 when that target exists.
+    fprintf(stderr, "braid-info nccl: not in this build (tools/info_nccl.cc missing)\n");
+    return 1;
+#endif
+  }
+  fprintf(stderr, "braid-info: unknown command '%s' (see braid-info --help)\n", cmd.c_str());
+  return 2;
+}
