@@ -9,12 +9,10 @@
 #include <new>
 
 #include "braid/comm.hpp"
+#include "collectives/c_api_internal.h"
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
 
-struct braidComm {
-  std::unique_ptr<braid::Communicator> comm;
-};
 
 namespace {
 

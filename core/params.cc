@@ -272,6 +272,15 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
        "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
        "(suffixes k, m, g)"},
+      {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", "",
+       "Bucketer: largest gradient bucket in MiB (like DDP's bucket_cap_mb); 0 = size buckets "
+       "automatically from the alpha-beta model and the observed gradient-ready timeline"},
+      {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", "",
+       "Bucketer: cap in MiB of the first bucket reduced in a step, kept small so that "
+       "communication starts early in backward"},
+      {"BRAID_METRICS_FILE", ParamType::kString, "", "",
+       "Bucketer: append one JSON line of step metrics per step to this file and rewrite the "
+       "Prometheus text file FILE.prom; %r = rank, %p = pid (other ranks add .rankN)"},
   };
   return kTable;
 }

@@ -44,6 +44,9 @@ const Expected kExpected[] = {
     {"BRAID_SHM_RING_BYTES", ParamType::kInt, "4194304", ""},
     {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", ""},
     {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", ""},
+    {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", ""},
+    {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", ""},
+    {"BRAID_METRICS_FILE", ParamType::kString, "", ""},
 };
 
 // Every test starts from an environment without BRAID_* values and an empty cache, and leaves

@@ -1,0 +1,118 @@
+// The Bucketer's private state, shared by bucketer.cc (caller-facing side: registration,
+// markReady, finishStep) and engine.cc (the engine thread: every collective the Bucketer issues).
+//
+// Threads. Caller threads run beginStep/markReady/markUnused/finishStep; one engine thread per
+// Bucketer issues every collective (finalize checks, calibration, bucket all-reduces in index
+// order, the end-of-step exchange, the rebuild broadcast), so the communicator sees one issuer
+// and the same sequence on every rank. markReady touches only its parameter's slot and the
+// bucket's atomic pending counter; the thread that brings a counter to zero wakes the engine.
+// Layout changes happen only on the engine thread while the caller is blocked in finishStep().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "braid/bucketer.hpp"
+#include "braid/comm.hpp"
+#include "bucketing/layout.h"
+
+namespace braid {
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const;
+};
+using AlignedBytes = std::unique_ptr<uint8_t[], AlignedFree>;
+
+class Bucketer::Impl {
+ public:
+  struct Bucket {
+    DataType type = DataType::kFloat32;
+    size_t bytes = 0;
+    size_t count = 0;
+    std::vector<int> params;
+    uint8_t* data = nullptr;
+    std::atomic<int> pending{0};
+    // Written by the engine only.
+    uint64_t launchNs = 0, startNs = 0, doneNs = 0;
+  };
+
+  ~Impl();
+
+  // --- configuration (immutable after finalize) ---
+  Communicator* comm_ = nullptr;
+  BucketerOptions opts_;
+  bool autoSize_ = false;
+  size_t cap_ = 0, firstCap_ = 0;
+  ReduceOp op_ = ReduceOp::kAvg;
+  int64_t timeoutMs_ = 300000;
+  std::string metricsPath_;
+  std::vector<detail::ParamSpec> specs_;
+  std::unordered_map<uint32_t, int> indexOf_;
+  bool finalized_ = false;
+  detail::AlphaBeta model_;
+
+  // --- layout (changed by the engine only, between steps) ---
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<int> bucketOf_;     // per parameter
+  std::vector<size_t> offsetOf_;  // byte offset inside its bucket
+  AlignedBytes storage_;
+  std::atomic<uint32_t> layoutVersion_{0};
+  bool rebuildPending_ = true;
+
+  // --- per step (caller side) ---
+  std::atomic<bool> stepActive_{false};
+  bool stepAccumulate_ = false;
+  uint64_t stepIndex_ = 0;
+  uint64_t stepT0_ = 0;
+  std::unique_ptr<std::atomic<uint8_t>[]> marked_;  // 0 pending, 1 ready, 2 unused
+  std::vector<uint8_t> hasData_;    // copy mode: slot holds this window's (accumulated) gradient
+  std::vector<uint8_t> used_;       // marked ready in some step of this window
+  std::vector<void*> userPtr_;      // copy mode: where finishStep writes the result
+  std::vector<uint64_t> readyNs_;   // per parameter, this step
+  std::unique_ptr<std::atomic<int>[]> observed_;  // ready order of this step
+  std::atomic<int> observedCount_{0};
+  std::vector<uint8_t> globallyUnused_;
+
+  // --- engine ---
+  std::thread engine_;
+  std::mutex mu_;  // guards jobs_, stop_, stepDone_, stepStatus_, wake-ups
+  std::condition_variable engineCv_;  // the engine waits here for jobs and ready buckets
+  std::condition_variable doneCv_;    // callers wait here for jobs to finish
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  bool stepDone_ = true;
+  Status stepStatus_;
+  StepMetrics stepResult_;  // filled by the engine for the communicating step
+
+  Status init(Communicator* comm, BucketerOptions options);
+  /// Runs fn on the engine thread and waits for it (bounded by the timeout).
+  Status runOnEngine(const std::function<Status()>& fn, const char* what);
+  void engineLoop();
+
+  // engine.cc
+  Status verifyRegistrations();
+  Status calibrate();
+  void runStep(uint64_t step);
+  Status exchangeStepInfo(StepMetrics* m);
+  Status rebuildNow(StepMetrics* m);
+
+  // bucketer.cc
+  void applyPlan(const detail::BucketPlan& plan);
+  void resetBucketCounters();
+  Result<int> lookup(uint32_t id, const char* what) const;
+  /// Marks parameter idx ready (grad may be null) or unused; the flag says which.
+  Status markInternal(int idx, void* grad, bool unused);
+  void writeMetricsFile(const StepMetrics& m);
+  std::string paramLabel(int idx) const;
+};
+
+}  // namespace braid

@@ -1,0 +1,369 @@
+// The bucket engine: the one thread per Bucketer that issues collectives.
+//
+// Step schedule (every rank, same order): bucket 0, 1, ..., nb-1 each all-reduced in place as
+// soon as it is complete and fewer than maxInFlight earlier buckets are still queued on the
+// communicator (the bounded window: a full window holds back the next launch until the oldest
+// completes; markReady never blocks). Results are copied back to the callers' gradients bucket by
+// bucket, while later buckets are on the wire. Then one all-gather of R = 2·nb + ⌈n/64⌉ u64 per
+// rank carries each rank's (start, done) timestamps per bucket and its used-parameter bitmap:
+// skew and unused parameters come from it, no barrier is added. Cost ≈ α + p·R·8·β (one small
+// message; the ranks are already aligned by the last bucket). Once, after the first communicating
+// step: a broadcast of 2n u32 from rank 0 with the rebuilt layout.
+//
+// Clocks: CLOCK_MONOTONIC (core/clock.h) is one clock for every process of a host, so on one host
+// skew is max − min of the ranks' start times. Across hosts the clocks are unrelated; skew is then
+// estimated as max − min of how long each rank waited inside the collective (done − start), which
+// needs no common clock and is off by at most the spread of completion times (about one message
+// latency).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "braid/comm.hpp"
+#include "bucketing/bucketer_impl.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+namespace braid {
+
+namespace {
+double msBetween(uint64_t from, uint64_t to) {
+  return to > from ? static_cast<double>(to - from) * 1e-6 : 0.0;
+}
+}  // namespace
+
+void Bucketer::Impl::engineLoop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      engineCv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+Status Bucketer::Impl::runOnEngine(const std::function<Status()>& fn, const char* what) {
+  struct Outcome {
+    bool done = false;
+    Status status;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back([this, fn, outcome] {
+      Status s = fn();
+      std::lock_guard<std::mutex> l(mu_);
+      outcome->status = s;
+      outcome->done = true;
+      doneCv_.notify_all();
+    });
+  }
+  engineCv_.notify_all();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!doneCv_.wait_for(lock, std::chrono::milliseconds(2 * timeoutMs_ + 5000),
+                        [&outcome] { return outcome->done; })) {
+    return timeoutError(std::string("Bucketer ") + what + ": the engine did not finish in time");
+  }
+  return outcome->status;
+}
+
+// Registrations must agree: the number of parameters (all-gather), then a hash per parameter
+// reduced with MIN and MAX; the first index where they differ (or the shorter list ends) is
+// reported with every rank's view of it (one more all-gather). Every rank takes the same branches
+// because every decision is made on reduced values.
+Status Bucketer::Impl::verifyRegistrations() {
+  const int p = comm_->size(), rank = comm_->rank();
+  uint64_t n = specs_.size();
+  std::vector<uint64_t> counts(static_cast<size_t>(p));
+  BRAID_RETURN_IF_ERROR(comm_->allGather(&n, counts.data(), 1, DataType::kUint64)
+                            .withContext("Bucketer::finalize: exchanging parameter counts"));
+  const uint64_t nmin = *std::min_element(counts.begin(), counts.end());
+  const uint64_t nmax = *std::max_element(counts.begin(), counts.end());
+  uint64_t first = nmin;
+  if (nmin > 0) {
+    std::vector<uint64_t> h(nmin), lo(nmin), hi(nmin);
+    for (size_t i = 0; i < nmin; ++i) h[i] = detail::hashParam(specs_[i]);
+    BRAID_RETURN_IF_ERROR(comm_->allReduce(h.data(), lo.data(), nmin, DataType::kUint64,
+                                           ReduceOp::kMin));
+    BRAID_RETURN_IF_ERROR(comm_->allReduce(h.data(), hi.data(), nmin, DataType::kUint64,
+                                           ReduceOp::kMax));
+    for (size_t i = 0; i < nmin; ++i) {
+      if (lo[i] != hi[i]) {
+        first = i;
+        break;
+      }
+    }
+  }
+  if (first == nmin && nmin == nmax) return Status::ok();
+  struct Record {
+    uint64_t present;
+    uint64_t count;
+    uint32_t id;
+    int32_t type;
+    char name[48];
+  };
+  Record mine{};
+  if (first < specs_.size()) {
+    const detail::ParamSpec& s = specs_[first];
+    mine.present = 1;
+    mine.count = s.count;
+    mine.id = s.id;
+    mine.type = static_cast<int32_t>(s.type);
+    std::strncpy(mine.name, s.name.c_str(), sizeof(mine.name) - 1);
+  }
+  std::vector<Record> all(static_cast<size_t>(p));
+  BRAID_RETURN_IF_ERROR(comm_->allGather(&mine, all.data(), sizeof(Record), DataType::kUint8));
+  std::string msg = "registrations differ across ranks at parameter #" + std::to_string(first) +
+                    " (registration order):";
+  for (int r = 0; r < p && r < 8; ++r) {
+    const Record& x = all[static_cast<size_t>(r)];
+    msg += " rank " + std::to_string(r) + " has ";
+    if (x.present == 0) {
+      msg += "nothing (" + std::to_string(counts[static_cast<size_t>(r)]) + " parameters);";
+    } else {
+      msg += "'" + std::string(x.name, strnlen(x.name, sizeof(x.name))) + "' (id " +
+             std::to_string(x.id) + ", " + std::to_string(x.count) + " x " +
+             dataTypeName(static_cast<DataType>(x.type)) + ");";
+    }
+  }
+  msg += " register the same parameters in the same order on every rank";
+  if (rank == 0) BRAID_ERROR("%s", msg.c_str());  // once per job; every rank returns it
+  return invalidUsage(msg);
+}
+
+// The α-β estimate for automatic sizing: median of timed all-reduces of 1 KiB and 4 MiB (f32).
+// Every rank runs the same calls; only rank 0's figures are used (it decides the layout).
+Status Bucketer::Impl::calibrate() {
+  const size_t smallCount = 256, largeCount = size_t{1} << 20;
+  std::vector<float> buf(largeCount, 1.0f);
+  auto timeIt = [&](size_t count, int reps, double* medianNs) -> Status {
+    std::vector<double> t;
+    for (int i = 0; i < reps + 1; ++i) {
+      const uint64_t t0 = nowNs();
+      BRAID_RETURN_IF_ERROR(comm_->allReduce(buf.data(), buf.data(), count, DataType::kFloat32,
+                                             ReduceOp::kMax));
+      if (i > 0) t.push_back(static_cast<double>(nowNs() - t0));
+    }
+    std::sort(t.begin(), t.end());
+    *medianNs = t[t.size() / 2];
+    return Status::ok();
+  };
+  double small = 0, large = 0;
+  BRAID_RETURN_IF_ERROR(timeIt(smallCount, 7, &small).withContext("Bucketer calibration"));
+  BRAID_RETURN_IF_ERROR(timeIt(largeCount, 3, &large).withContext("Bucketer calibration"));
+  // The engine adds a wake-up and a copy-out per bucket: count 20 us on top of the wire latency.
+  model_.aNs = small + 20000.0;
+  model_.nsPerByte = std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
+  BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s)", model_.aNs * 1e-3,
+             model_.nsPerByte, 1.0 / model_.nsPerByte);
+  return Status::ok();
+}
+
+void Bucketer::Impl::runStep(uint64_t step) {
+  StepMetrics m;
+  Status st;
+  const size_t nb = buckets_.size();
+  std::deque<std::pair<size_t, std::shared_ptr<Work>>> inflight;
+  size_t next = 0;
+  uint64_t prevDone = 0;
+  auto bucketWhere = [this](size_t k) {
+    const Bucket& b = *buckets_[k];
+    return "bucket " + std::to_string(k) + " (" + std::to_string(b.params.size()) +
+           " parameters, " + std::to_string(b.bytes) + " bytes, first " +
+           paramLabel(b.params.front()) + ") on rank " + std::to_string(comm_->rank());
+  };
+  while (st.isOk() && (next < nb || !inflight.empty())) {
+    if (next < nb && inflight.size() < static_cast<size_t>(opts_.maxInFlight) &&
+        buckets_[next]->pending.load(std::memory_order_acquire) == 0) {
+      Bucket& b = *buckets_[next];
+      b.launchNs = nowNs();
+      auto w = comm_->allReduceAsync(b.data, b.data, b.count, b.type, op_);
+      if (!w.isOk()) {
+        st = w.status().withContext("step " + std::to_string(step) + ", " + bucketWhere(next));
+        break;
+      }
+      inflight.emplace_back(next, std::move(*w));
+      ++next;
+      continue;
+    }
+    if (!inflight.empty()) {
+      const size_t k = inflight.front().first;
+      Status s = inflight.front().second->wait();
+      inflight.pop_front();
+      Bucket& b = *buckets_[k];
+      b.doneNs = nowNs();
+      b.startNs = std::max(b.launchNs, prevDone);
+      prevDone = b.doneNs;
+      if (!s.isOk()) {
+        st = s.withContext("step " + std::to_string(step) + ", " + bucketWhere(k));
+        break;
+      }
+      if (!opts_.zeroCopy) {
+        for (int idx : b.params) {
+          void* dst = userPtr_[static_cast<size_t>(idx)];
+          if (dst != nullptr) {
+            std::memcpy(dst, b.data + offsetOf_[static_cast<size_t>(idx)],
+                        specs_[static_cast<size_t>(idx)].bytes());
+          }
+        }
+      }
+      continue;
+    }
+    // Nothing in flight and bucket `next` incomplete: wait for the thread that completes it.
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool ready = engineCv_.wait_for(lock, std::chrono::milliseconds(timeoutMs_), [&] {
+      return stop_ || buckets_[next]->pending.load(std::memory_order_acquire) == 0;
+    });
+    if (stop_) {
+      st = internalError("the Bucketer was destroyed during step " + std::to_string(step));
+    } else if (!ready) {
+      std::string missing;
+      for (int idx : buckets_[next]->params) {
+        if (marked_[static_cast<size_t>(idx)].load() == 0) {
+          missing = paramLabel(idx);
+          break;
+        }
+      }
+      st = timeoutError("step " + std::to_string(step) + ": " + bucketWhere(next) +
+                        " not complete after " + std::to_string(timeoutMs_) + " ms; parameter " +
+                        missing + " was never marked ready (BRAID_TIMEOUT_MS)");
+      lock.unlock();
+      comm_->abort(st.message());  // peers waiting in this bucket's collective learn it now
+    }
+  }
+  // Buffers of queued collectives must outlive them, also after an error.
+  while (!inflight.empty()) {
+    (void)inflight.front().second->wait();
+    inflight.pop_front();
+  }
+  if (st.isOk()) {
+    for (size_t k = 0; k < nb; ++k) {
+      const Bucket& b = *buckets_[k];
+      BucketMetrics bm;
+      bm.bytes = b.bytes;
+      bm.params = static_cast<uint32_t>(b.params.size());
+      uint64_t ready = 0;  // its last gradient (written before the count reached zero)
+      for (int idx : b.params) ready = std::max(ready, readyNs_[static_cast<size_t>(idx)]);
+      bm.readyMs = msBetween(stepT0_, ready);
+      bm.startMs = msBetween(stepT0_, b.startNs);
+      bm.doneMs = msBetween(stepT0_, b.doneNs);
+      m.bytes += b.bytes;
+      m.buckets.push_back(bm);
+    }
+    st = exchangeStepInfo(&m);
+  }
+  if (st.isOk() && rebuildPending_) st = rebuildNow(&m);
+  if (!st.isOk()) BRAID_ERROR("bucketer: %s", st.toString().c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  stepResult_ = std::move(m);
+  stepStatus_ = st;
+  stepDone_ = true;
+  doneCv_.notify_all();
+}
+
+Status Bucketer::Impl::exchangeStepInfo(StepMetrics* m) {
+  const int p = comm_->size();
+  const size_t nb = buckets_.size(), n = specs_.size();
+  const size_t words = (n + 63) / 64, per = 2 * nb + words;
+  std::vector<uint64_t> mine(per, 0), all(per * static_cast<size_t>(p), 0);
+  for (size_t k = 0; k < nb; ++k) {
+    mine[2 * k] = buckets_[k]->startNs;
+    mine[2 * k + 1] = buckets_[k]->doneNs;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (used_[i]) mine[2 * nb + i / 64] |= uint64_t{1} << (i % 64);
+  }
+  BRAID_RETURN_IF_ERROR(comm_->allGather(mine.data(), all.data(), per, DataType::kUint64)
+                            .withContext("Bucketer: end-of-step exchange"));
+  const bool oneHost = comm_->numHosts() == 1;
+  m->skewClock = oneHost ? "monotonic" : "wait-difference";
+  for (size_t k = 0; k < nb; ++k) {
+    double lo = 0, hi = 0;
+    int slowest = 0;
+    for (int r = 0; r < p; ++r) {
+      const uint64_t* row = all.data() + static_cast<size_t>(r) * per;
+      // One host: the time the rank reached the collective. Several: minus how long it waited.
+      const double v = oneHost ? static_cast<double>(row[2 * k])
+                               : -static_cast<double>(row[2 * k + 1] - row[2 * k]);
+      if (r == 0 || v < lo) lo = v;
+      if (r == 0 || v > hi) {
+        hi = v;
+        slowest = r;
+      }
+    }
+    BucketMetrics& bm = m->buckets[k];
+    bm.skewMs = (hi - lo) * 1e-6;
+    bm.slowestRank = slowest;
+    if (k == 0 || bm.skewMs > m->maxSkewMs) {
+      m->maxSkewMs = bm.skewMs;
+      m->slowestRank = slowest;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t any = 0;
+    for (int r = 0; r < p; ++r) any |= all[static_cast<size_t>(r) * per + 2 * nb + i / 64];
+    globallyUnused_[i] = ((any >> (i % 64)) & 1) ? 0 : 1;
+  }
+  return Status::ok();
+}
+
+// Once: rank 0 turns the observed ready order (and, for kAuto, the ready timeline and the α-β
+// estimate) into a plan and broadcasts it; every rank applies the same plan.
+Status Bucketer::Impl::rebuildNow(StepMetrics* m) {
+  const size_t n = specs_.size();
+  std::vector<uint32_t> enc(2 * n, 0);
+  if (comm_->rank() == 0) {
+    std::vector<int> order;
+    order.reserve(n);
+    if (opts_.rebuildLayout && !opts_.findUnused) {
+      std::vector<bool> seen(n, false);
+      const int seenCount = std::min<int>(observedCount_.load(), static_cast<int>(n));
+      for (int j = 0; j < seenCount; ++j) {
+        const int idx = observed_[static_cast<size_t>(j)].load(std::memory_order_relaxed);
+        if (idx >= 0 && !seen[static_cast<size_t>(idx)]) {
+          seen[static_cast<size_t>(idx)] = true;
+          order.push_back(idx);
+        }
+      }
+      for (const auto& b : buckets_) {
+        for (int idx : b->params) {
+          if (!seen[static_cast<size_t>(idx)]) order.push_back(idx);
+        }
+      }
+    } else {
+      for (const auto& b : buckets_) order.insert(order.end(), b->params.begin(), b->params.end());
+    }
+    size_t cap = cap_, first = firstCap_;
+    if (autoSize_) {
+      std::vector<double> ready(n);
+      for (size_t i = 0; i < n; ++i) {
+        ready[i] = readyNs_[i] > stepT0_ ? static_cast<double>(readyNs_[i] - stepT0_) : 0.0;
+      }
+      const detail::AutoChoice c = detail::chooseCaps(specs_, order, ready, model_);
+      cap = c.cap;
+      first = c.firstCap;
+      BRAID_INFO("bucketer auto: cap %zu, first %zu, %zu buckets, predicted %.3f ms", cap, first,
+                 c.buckets, c.predictedNs * 1e-6);
+    }
+    enc = detail::encodePlan(detail::planBuckets(specs_, order, cap, first), n);
+  }
+  if (n > 0) {
+    BRAID_RETURN_IF_ERROR(comm_->broadcast(enc.data(), enc.data(), enc.size(), DataType::kUint32, 0)
+                              .withContext("Bucketer: layout rebuild broadcast"));
+  }
+  detail::BucketPlan plan;
+  if (!detail::decodePlan(enc, n, &plan)) {
+    return internalError("Bucketer: rank 0's rebuilt layout does not decode on rank " +
+                         std::to_string(comm_->rank()));
+  }
+  applyPlan(plan);
+  rebuildPending_ = false;
+  m->rebuilt = true;
+  return Status::ok();
+}
+
+}  // namespace braid

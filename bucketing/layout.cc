@@ -1,0 +1,155 @@
+// Bucket layout and automatic bucket sizing; see layout.h for the rules.
+#include "bucketing/layout.h"
+
+#include <algorithm>
+#include <map>
+
+namespace braid::detail {
+
+std::vector<int> reverseOrder(size_t n) {
+  std::vector<int> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int>(n - 1 - i);
+  return order;
+}
+
+BucketPlan planBuckets(const std::vector<ParamSpec>& params, const std::vector<int>& order,
+                       size_t cap, size_t firstCap) {
+  struct Open {
+    std::vector<int> members;
+    size_t bytes = 0;
+    int closedSoFar = 0;
+  };
+  std::map<int, Open> open;  // by dtype
+  std::vector<std::pair<int, std::vector<int>>> closed;  // (position of first member, members)
+  std::vector<int> pos(params.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int>(i);
+  for (int idx : order) {
+    Open& o = open[static_cast<int>(params[static_cast<size_t>(idx)].type)];
+    o.members.push_back(idx);
+    o.bytes += params[static_cast<size_t>(idx)].bytes();
+    const size_t limit = o.closedSoFar == 0 ? firstCap : cap;
+    if (o.bytes >= limit) {
+      closed.emplace_back(pos[static_cast<size_t>(o.members.front())], std::move(o.members));
+      o.members.clear();
+      o.bytes = 0;
+      ++o.closedSoFar;
+    }
+  }
+  for (auto& [type, o] : open) {
+    (void)type;
+    if (!o.members.empty()) {
+      closed.emplace_back(pos[static_cast<size_t>(o.members.front())], std::move(o.members));
+    }
+  }
+  std::sort(closed.begin(), closed.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  BucketPlan plan;
+  plan.reserve(closed.size());
+  for (auto& c : closed) plan.push_back(std::move(c.second));
+  return plan;
+}
+
+double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan,
+                    const std::vector<double>& readyNs, const AlphaBeta& model) {
+  double done = 0;
+  for (const std::vector<int>& b : plan) {
+    double ready = 0;
+    size_t bytes = 0;
+    for (int idx : b) {
+      ready = std::max(ready, readyNs[static_cast<size_t>(idx)]);
+      bytes += params[static_cast<size_t>(idx)].bytes();
+    }
+    const double start = std::max(ready, done);
+    done = start + model.aNs + static_cast<double>(bytes) * model.nsPerByte;
+  }
+  return done;
+}
+
+AutoChoice chooseCaps(const std::vector<ParamSpec>& params, const std::vector<int>& order,
+                      const std::vector<double>& readyNs, const AlphaBeta& model) {
+  AutoChoice best;
+  std::vector<AutoChoice> all;
+  for (size_t cap = size_t{32} << 10; cap <= (size_t{128} << 20); cap *= 2) {
+    for (size_t first : {size_t{128} << 10, size_t{1} << 20, cap}) {
+      first = std::min(first, cap);
+      BucketPlan plan = planBuckets(params, order, cap, first);
+      AutoChoice c;
+      c.cap = cap;
+      c.firstCap = first;
+      c.buckets = plan.size();
+      c.predictedNs = simulatePlan(params, plan, readyNs, model);
+      all.push_back(c);
+    }
+  }
+  // Judge candidates by their tail (last completion − last gradient ready), the part of the
+  // step the model says stays exposed. Among those within 10% (+20 us) of the best tail, the
+  // fewest buckets (then the larger cap): the model knows nothing of per-message jitter, which
+  // punishes many small messages.
+  double lastReady = 0;
+  for (double r : readyNs) lastReady = std::max(lastReady, r);
+  double bestTail = all.front().predictedNs - lastReady;
+  for (const AutoChoice& c : all) bestTail = std::min(bestTail, c.predictedNs - lastReady);
+  bool have = false;
+  for (const AutoChoice& c : all) {
+    if (c.predictedNs - lastReady > bestTail * 1.1 + 20e3) continue;
+    if (!have || c.buckets < best.buckets || (c.buckets == best.buckets && c.cap > best.cap)) {
+      best = c;
+      have = true;
+    }
+  }
+  return best;
+}
+
+std::vector<uint32_t> encodePlan(const BucketPlan& plan, size_t n) {
+  std::vector<uint32_t> enc;
+  enc.reserve(2 * n);
+  std::vector<uint32_t> bucketOf;
+  bucketOf.reserve(n);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    for (int idx : plan[k]) {
+      enc.push_back(static_cast<uint32_t>(idx));
+      bucketOf.push_back(static_cast<uint32_t>(k));
+    }
+  }
+  enc.insert(enc.end(), bucketOf.begin(), bucketOf.end());
+  return enc;
+}
+
+bool decodePlan(const std::vector<uint32_t>& enc, size_t n, BucketPlan* plan) {
+  if (enc.size() != 2 * n) return false;
+  std::vector<bool> seen(n, false);
+  plan->clear();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t idx = enc[i], k = enc[n + i];
+    if (idx >= n || seen[idx]) return false;
+    seen[idx] = true;
+    if (k == plan->size()) {
+      plan->emplace_back();
+    } else if (plan->empty() || k != plan->size() - 1) {
+      return false;  // bucket numbers must be 0, 0, ..., 1, 1, ... in order
+    }
+    plan->back().push_back(static_cast<int>(idx));
+  }
+  return true;
+}
+
+uint64_t hashParam(const ParamSpec& p) {
+  // FNV-1a over the fields; stable across processes and builds.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* data, size_t len) {
+    const auto* b = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < len; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ull;
+    }
+  };
+  const uint64_t count = p.count;
+  const int32_t type = static_cast<int32_t>(p.type);
+  mix(&p.id, sizeof(p.id));
+  mix(&count, sizeof(count));
+  mix(&type, sizeof(type));
+  mix(p.name.data(), p.name.size());
+  return h;
+}
+
+}  // namespace braid::detail

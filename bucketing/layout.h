@@ -1,0 +1,75 @@
+// Bucket layout: which parameters share a bucket, and the automatic choice of bucket sizes.
+//
+// Layout (as DDP's _compute_bucket_assignment_by_size): walk the parameters in the given order
+// (the expected gradient-ready order), keep one open bucket per dtype, append each parameter to
+// its dtype's bucket and close the bucket once it reaches its cap: the first bucket closed per
+// dtype uses firstCap, the rest cap (a bucket can exceed its cap by its last parameter). Buckets
+// are then ordered by the position of their first parameter, which is the launch order.
+//
+// Automatic sizing (rank 0 only; the result is broadcast): with the all-reduce modelled as
+// T(b) = a + b·c (a = latency of a small all-reduce, c = seconds per byte, both measured at
+// finalize) and the gradient-ready time of every parameter observed in the first communicating
+// step, simulate the step for each candidate (cap, firstCap): bucket k is ready when its last
+// parameter is, starts at max(ready_k, done_{k-1}) and takes T(bytes_k). The candidate with the
+// shortest tail (last completion − last ready) wins; within 10% of it, the fewest buckets. This covers both
+// regimes of the notes in shared/docs/compression-overlap.md §3.4: compute-bound, the smallest
+// bucket that keeps up (b ≈ a/(T_b/S − c)) with a small last bucket; communication-bound,
+// b ≈ S·√(a/T_b).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/types.h"
+
+namespace braid::detail {
+
+struct ParamSpec {
+  uint32_t id = 0;
+  size_t count = 0;
+  DataType type = DataType::kFloat32;
+  std::string name;
+  size_t bytes() const { return count * dataTypeSize(type); }
+};
+
+/// Parameter indices per bucket, in launch order.
+using BucketPlan = std::vector<std::vector<int>>;
+
+/// Greedy layout of `order` (parameter indices; every index exactly once).
+BucketPlan planBuckets(const std::vector<ParamSpec>& params, const std::vector<int>& order,
+                       size_t cap, size_t firstCap);
+
+/// The default order: reverse registration order (gradients arrive roughly in reverse).
+std::vector<int> reverseOrder(size_t n);
+
+struct AlphaBeta {
+  double aNs = 20000;         ///< fixed cost of one bucket all-reduce (incl. engine overhead)
+  double nsPerByte = 0.5;     ///< per byte
+};
+
+struct AutoChoice {
+  size_t cap = 0;
+  size_t firstCap = 0;
+  double predictedNs = 0;     ///< simulated last completion, relative to the first ready
+  size_t buckets = 0;
+};
+
+/// Simulated completion (ns, same origin as readyNs) of the last bucket of `plan`.
+double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan,
+                    const std::vector<double>& readyNs, const AlphaBeta& model);
+
+/// Picks caps for `order` given each parameter's ready time (indexed by parameter).
+AutoChoice chooseCaps(const std::vector<ParamSpec>& params, const std::vector<int>& order,
+                      const std::vector<double>& readyNs, const AlphaBeta& model);
+
+/// Flattened form broadcast by rank 0: order (n entries) then bucket of each position (n).
+std::vector<uint32_t> encodePlan(const BucketPlan& plan, size_t n);
+/// Inverse of encodePlan; false when the encoding is not a valid plan of n parameters.
+bool decodePlan(const std::vector<uint32_t>& enc, size_t n, BucketPlan* plan);
+
+/// Stable 64-bit hash of a registration (id, count, dtype, name).
+uint64_t hashParam(const ParamSpec& p);
+
+}  // namespace braid::detail

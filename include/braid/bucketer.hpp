@@ -1,0 +1,154 @@
+// braid's Bucketer: fuses gradients into buckets and all-reduces each bucket while backward is
+// still producing the next ones (DDP's Reducer, Horovod's tensor fusion).
+//
+//   auto b = braid::Bucketer::create(comm, braid::BucketerOptions{});
+//   for (each parameter, in model order) b->registerParam(id, count, DataType::kFloat32, "fc.w");
+//   b->finalize();                                  // collective: checks every rank agrees
+//   for (each step) {
+//     b->beginStep();                               // or beginStep(true) to only accumulate
+//     ... backward: from any thread, in any order: b->markReady(id, grad);
+//     auto m = b->finishStep();                     // waits, writes results into each grad
+//   }
+//
+// Collectives: every bucket is all-reduced (sum or average) by one engine thread per Bucketer,
+// in bucket-index order on every rank, through the Communicator's asynchronous API; at the end of
+// a communicating step one small all-gather carries each rank's per-bucket timestamps and its
+// used-parameter bitmap (the straggler-skew metric and unused-parameter detection ride on it);
+// after the first communicating step rank 0 broadcasts the rebuilt layout, once. The
+// application must not issue its own collectives on the same communicator between beginStep()
+// and the return of finishStep().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+#include "braid/types.h"
+
+namespace braid {
+
+class Communicator;
+
+enum class BucketSizing : int {
+  kDefault = 0,  ///< BRAID_BUCKET_CAP_MB (0 there means kAuto)
+  kFixed = 1,    ///< bucketCapBytes / firstBucketCapBytes
+  kAuto = 2,     ///< chosen by rank 0 from the alpha-beta model and the observed ready timeline
+};
+
+enum class GradReduction : int { kAverage = 0, kSum = 1 };
+
+struct BucketerOptions {
+  BucketSizing sizing = BucketSizing::kDefault;
+  /// Largest bucket in bytes (kFixed; also the first step of kAuto); 0 = BRAID_BUCKET_CAP_MB.
+  size_t bucketCapBytes = 0;
+  /// Cap of bucket 0, the first one reduced; 0 = BRAID_FIRST_BUCKET_CAP_MB.
+  size_t firstBucketCapBytes = 0;
+  GradReduction reduction = GradReduction::kAverage;
+  /// Gradients live inside bucket storage (gradientBuffer()); no copy in or out.
+  bool zeroCopy = false;
+  /// Parameters not marked ready by finishStep() count as unused (zero) without an error, and
+  /// globallyUnused() reports those no rank used.
+  bool findUnused = false;
+  /// Rebuild the layout once from the ready order observed in the first communicating step
+  /// (as DDP; rank 0 decides, all ranks apply). Under findUnused only the sizes are revised.
+  bool rebuildLayout = true;
+  /// Bounded launch window: at most this many bucket collectives queued on the communicator;
+  /// the engine launches the next bucket only when one of them completes.
+  int maxInFlight = 2;
+  /// "" = BRAID_METRICS_FILE ("-" or unset: no file).
+  std::string metricsFile;
+};
+
+/// One bucket's collective in one step. Times are milliseconds since beginStep() on this rank.
+struct BucketMetrics {
+  uint64_t bytes = 0;
+  uint32_t params = 0;
+  double readyMs = 0;   ///< its last gradient was marked ready
+  double startMs = 0;   ///< the collective could start here (launched, and the previous done)
+  double doneMs = 0;    ///< result available
+  /// Straggler skew: how much later the last rank reached this collective than the first.
+  double skewMs = 0;
+  int slowestRank = 0;  ///< the rank that reached it last
+};
+
+struct StepMetrics {
+  uint64_t step = 0;          ///< counts every beginStep()
+  bool communicated = false;  ///< false for accumulation steps
+  bool rebuilt = false;       ///< the layout was rebuilt at the end of this step
+  double stepMs = 0;          ///< beginStep() → finishStep() returned
+  double computeMs = 0;       ///< beginStep() → finishStep() called (the caller's backward)
+  double commMs = 0;          ///< sum of bucket collective durations (startMs → doneMs)
+  double exposedMs = 0;       ///< finishStep() called → returned: communication not hidden
+  /// 1 − exposed/comm, in [0, 1]: share of communication time hidden behind compute, with the
+  /// in-step communication time standing in for communication alone (see braid-train-bench for
+  /// the definition against separately measured compute-only and communication-only runs).
+  double eta = 0;
+  /// |communication ∩ compute| / |communication| (interval overlap).
+  double overlap = 0;
+  uint64_t bytes = 0;
+  double maxSkewMs = 0;       ///< largest bucket skew of the step
+  int slowestRank = 0;        ///< the rank that arrived last at that bucket
+  /// "monotonic" (one host: CLOCK_MONOTONIC is shared by all ranks) or "wait-difference"
+  /// (several hosts: skew from how long each rank waited inside the collective, clock-free).
+  const char* skewClock = "monotonic";
+  std::vector<BucketMetrics> buckets;
+};
+
+class Bucketer {
+ public:
+  /// `comm` must outlive the Bucketer. Reads BRAID_* parameters for options left at 0/default.
+  static Result<std::unique_ptr<Bucketer>> create(Communicator* comm, BucketerOptions options);
+  ~Bucketer();
+  Bucketer(const Bucketer&) = delete;
+  Bucketer& operator=(const Bucketer&) = delete;
+
+  /// Registers a parameter; call in the same order on every rank (model order). ids are unique.
+  Status registerParam(uint32_t id, size_t count, DataType type, const std::string& name = "");
+  /// Collective: verifies that every rank registered the same parameters (else kInvalidUsage
+  /// naming the first differing one on every rank), builds the layout, calibrates (kAuto).
+  Status finalize();
+
+  /// Zero-copy mode: where parameter id's gradient lives. Valid until the layout changes
+  /// (layoutVersion() increases, at most once, reported by StepMetrics::rebuilt).
+  Result<void*> gradientBuffer(uint32_t id);
+  /// The reduced gradient of id after finishStep() (in bucket storage, both modes).
+  Result<const void*> result(uint32_t id) const;
+  /// Zero-copy mode: sets every gradient to zero.
+  void zeroGradients();
+  uint32_t layoutVersion() const;
+
+  /// Starts a step. accumulate = true: no communication; gradients are summed locally (copy
+  /// mode) or left in place (zero-copy) until the next communicating step. Every rank must make
+  /// the same sequence of choices.
+  Status beginStep(bool accumulate = false);
+  /// Gradient id is final for this step (copy mode: grad is read now and written with the result
+  /// at finishStep; zero-copy: grad is null or gradientBuffer(id)). Any thread, any order.
+  Status markReady(uint32_t id, void* grad);
+  /// Parameter id takes no part in this step on this rank (contributes zero).
+  Status markUnused(uint32_t id);
+  /// Waits (bounded by BRAID_TIMEOUT_MS) for every bucket, writes results back, returns the
+  /// step's metrics. Errors name the bucket, the parameter and the rank.
+  Result<StepMetrics> finishStep();
+
+  /// After a communicating step with findUnused: no rank used parameter id.
+  bool globallyUnused(uint32_t id) const;
+
+  /// Current layout: parameter ids per bucket, in launch order.
+  std::vector<std::vector<uint32_t>> bucketLayout() const;
+  size_t bucketCount() const;
+
+  class Impl;
+
+ private:
+  explicit Bucketer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// One JSON object (no newline) and Prometheus text exposition of a step's metrics.
+std::string stepMetricsJson(const StepMetrics& m, int rank);
+std::string stepMetricsPrometheus(const StepMetrics& m, int rank);
+
+}  // namespace braid

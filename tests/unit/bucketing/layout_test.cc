@@ -1,0 +1,127 @@
+#include "bucketing/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace braid::detail {
+namespace {
+
+std::vector<ParamSpec> floats(std::vector<size_t> counts) {
+  std::vector<ParamSpec> p;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    ParamSpec s;
+    s.id = static_cast<uint32_t>(i);
+    s.count = counts[i];
+    s.type = DataType::kFloat32;
+    s.name = "p" + std::to_string(i);
+    p.push_back(s);
+  }
+  return p;
+}
+
+TEST(LayoutTest, ReverseOrderFirstBucketSmall) {
+  // 8 params of 1 KiB each, cap 4 KiB, first cap 1 KiB: [7], [6 5 4 3], [2 1 0].
+  auto p = floats(std::vector<size_t>(8, 256));
+  BucketPlan plan = planBuckets(p, reverseOrder(8), 4096, 1024);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0], (std::vector<int>{7}));
+  EXPECT_EQ(plan[1], (std::vector<int>{6, 5, 4, 3}));
+  EXPECT_EQ(plan[2], (std::vector<int>{2, 1, 0}));
+}
+
+TEST(LayoutTest, PerTensorWithTinyCap) {
+  auto p = floats({3, 0, 5, 7});
+  BucketPlan plan = planBuckets(p, {2, 0, 1, 3}, 1, 1);
+  // A zero-byte parameter never reaches the cap on its own: it joins the next one.
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0], (std::vector<int>{2}));
+  EXPECT_EQ(plan[1], (std::vector<int>{0}));
+  EXPECT_EQ(plan[2], (std::vector<int>{1, 3}));
+}
+
+TEST(LayoutTest, SeparatesDtypesAndCoversEveryParam) {
+  auto p = floats({100, 100, 100, 100, 100, 100});
+  p[1].type = DataType::kFloat64;
+  p[4].type = DataType::kInt32;
+  BucketPlan plan = planBuckets(p, reverseOrder(6), 1 << 20, 1 << 20);
+  std::set<int> seen;
+  for (const auto& b : plan) {
+    for (int idx : b) {
+      EXPECT_EQ(p[static_cast<size_t>(idx)].type, p[static_cast<size_t>(b.front())].type);
+      EXPECT_TRUE(seen.insert(idx).second);
+    }
+  }
+  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_EQ(plan.size(), 3u);
+}
+
+TEST(LayoutTest, EncodeDecodeRoundTripAndRejectsGarbage) {
+  auto p = floats(std::vector<size_t>(10, 1000));
+  BucketPlan plan = planBuckets(p, reverseOrder(10), 8000, 4000);
+  std::vector<uint32_t> enc = encodePlan(plan, 10);
+  BucketPlan back;
+  ASSERT_TRUE(decodePlan(enc, 10, &back));
+  EXPECT_EQ(back, plan);
+  enc[0] = enc[1];  // duplicate parameter
+  EXPECT_FALSE(decodePlan(enc, 10, &back));
+  EXPECT_FALSE(decodePlan(std::vector<uint32_t>(3, 0), 10, &back));
+}
+
+TEST(LayoutTest, HashDependsOnEveryField) {
+  ParamSpec a;
+  a.id = 1;
+  a.count = 10;
+  a.name = "w";
+  ParamSpec b = a;
+  EXPECT_EQ(hashParam(a), hashParam(b));
+  b.count = 11;
+  EXPECT_NE(hashParam(a), hashParam(b));
+  b = a;
+  b.type = DataType::kFloat16;
+  EXPECT_NE(hashParam(a), hashParam(b));
+  b = a;
+  b.name = "v";
+  EXPECT_NE(hashParam(a), hashParam(b));
+  b = a;
+  b.id = 2;
+  EXPECT_NE(hashParam(a), hashParam(b));
+}
+
+// Compute-bound: gradients arrive slowly relative to the link; the auto choice must finish within
+// a bucket's time of the last gradient, i.e. far better than one bucket of everything.
+TEST(LayoutTest, AutoCapsComputeBoundFinishesSoonAfterBackward) {
+  const size_t n = 200;
+  auto p = floats(std::vector<size_t>(n, 64 * 1024));  // 256 KiB each, 50 MiB total
+  std::vector<int> order = reverseOrder(n);
+  std::vector<double> ready(n);
+  for (size_t j = 0; j < n; ++j) ready[static_cast<size_t>(order[j])] = 1e6 * static_cast<double>(j + 1) / 2;  // 100 ms
+  AlphaBeta m;
+  m.aNs = 50e3;
+  m.nsPerByte = 0.2;  // 5 GB/s: 50 MiB in ~10 ms << 100 ms backward
+  AutoChoice c = chooseCaps(p, order, ready, m);
+  const double lastReady = ready[0];
+  EXPECT_LT(c.predictedNs - lastReady, 1.5e6) << "cap " << c.cap;
+  const double oneBucket = simulatePlan(p, planBuckets(p, order, SIZE_MAX, SIZE_MAX), ready, m);
+  EXPECT_LT(c.predictedNs, oneBucket);
+}
+
+// Communication-bound: per-tensor messages pay α each; the auto choice beats both extremes.
+TEST(LayoutTest, AutoCapsCommBoundBeatsExtremes) {
+  const size_t n = 300;
+  auto p = floats(std::vector<size_t>(n, 16 * 1024));  // 64 KiB each
+  std::vector<int> order = reverseOrder(n);
+  std::vector<double> ready(n);
+  for (size_t j = 0; j < n; ++j) ready[static_cast<size_t>(order[j])] = 1e4 * static_cast<double>(j + 1);
+  AlphaBeta m;
+  m.aNs = 100e3;
+  m.nsPerByte = 1.0;
+  AutoChoice c = chooseCaps(p, order, ready, m);
+  const double perTensor = simulatePlan(p, planBuckets(p, order, 1, 1), ready, m);
+  const double one = simulatePlan(p, planBuckets(p, order, SIZE_MAX, SIZE_MAX), ready, m);
+  EXPECT_LE(c.predictedNs, perTensor);
+  EXPECT_LE(c.predictedNs, one);
+}
+
+}  // namespace
+}  // namespace braid::detail
