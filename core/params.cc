@@ -281,6 +281,28 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_METRICS_FILE", ParamType::kString, "", "",
        "Bucketer: append one JSON line of step metrics per step to this file and rewrite the "
        "Prometheus text file FILE.prom; %r = rank, %p = pid (other ranks add .rankN)"},
+      {"BRAID_NET_IFNAME", ParamType::kString, "", "",
+       "Network interfaces the NCCL net plugin offers as devices, NCCL_SOCKET_IFNAME syntax; empty "
+       "= every non-loopback interface (docker/virbr bridges excluded), else loopback"},
+      {"BRAID_NET_TRANSPORT", ParamType::kEnum, "tcp", "tcp|shm",
+       "Transport under the NCCL net plugin: tcp (across hosts), or shm (same host only, for "
+       "tests); every rank must use the same"},
+      {"BRAID_NET_MAX_RECVS", ParamType::kInt, "1", "",
+       "maxRecvs the NCCL net plugin reports (1..8); above 1 NCCL may group receives and every "
+       "send carries a small header; every rank must use the same"},
+      {"BRAID_TUNER", ParamType::kEnum, "model", "model|off",
+       "NCCL tuner plugin: model = braid's alpha-beta model and BRAID_TUNER_FILE rules; off = no "
+       "opinion, NCCL tunes"},
+      {"BRAID_TUNER_FILE", ParamType::kString, "", "",
+       "Rules for the NCCL tuner plugin, one per line: "
+       "collective,minBytes,maxBytes,algorithm,protocol,channels[,nNodes[,nRanks]]"},
+      {"BRAID_TUNER_NET_LATENCY_NS", ParamType::kInt, "8000", "",
+       "Per-step network latency (alpha) in nanoseconds in the NCCL tuner plugin's model"},
+      {"BRAID_TUNER_NET_GBITS", ParamType::kInt, "100", "",
+       "Per-node network bandwidth (1/beta) in Gbit/s in the NCCL tuner plugin's model"},
+      {"BRAID_TUNER_CHANNEL_BYTES", ParamType::kInt, "262144", "",
+       "NCCL tuner plugin: messages below 8x this size get one channel per this many bytes; 0 "
+       "leaves the channel count to NCCL (suffixes k, m, g)"},
   };
   return kTable;
 }

@@ -47,6 +47,14 @@ const Expected kExpected[] = {
     {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", ""},
     {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", ""},
     {"BRAID_METRICS_FILE", ParamType::kString, "", ""},
+    {"BRAID_NET_IFNAME", ParamType::kString, "", ""},
+    {"BRAID_NET_TRANSPORT", ParamType::kEnum, "tcp", "tcp|shm"},
+    {"BRAID_NET_MAX_RECVS", ParamType::kInt, "1", ""},
+    {"BRAID_TUNER", ParamType::kEnum, "model", "model|off"},
+    {"BRAID_TUNER_FILE", ParamType::kString, "", ""},
+    {"BRAID_TUNER_NET_LATENCY_NS", ParamType::kInt, "8000", ""},
+    {"BRAID_TUNER_NET_GBITS", ParamType::kInt, "100", ""},
+    {"BRAID_TUNER_CHANNEL_BYTES", ParamType::kInt, "262144", ""},
 };
 
 // Every test starts from an environment without BRAID_* values and an empty cache, and leaves

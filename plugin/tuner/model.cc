@@ -1,0 +1,212 @@
+#include "plugin/tuner/model.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/params.h"
+#include "plugin/plugin_log.h"
+
+namespace braid::plugin::tuner {
+namespace {
+
+const char* const kAlgoNames[abi::kNumAlgorithms] = {
+    "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
+const char* const kProtoNames[abi::kNumProtocols] = {"ll", "ll128", "simple"};
+const char* const kCollNames[5] = {"broadcast", "reduce", "allgather", "reducescatter",
+                                   "allreduce"};
+
+int indexOf(const char* const* names, int count, const std::string& s) {
+  for (int i = 0; i < count; ++i) {
+    if (s == names[i]) return i;
+  }
+  return -1;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return std::string();
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+bool parseNumber(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (*end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+/// The protocol of row `algo` with the smallest non-negative cost, or -1 when the row is empty.
+int cheapestProto(const float* table, int numProto, int algo) {
+  int best = -1;
+  for (int p = 0; p < numProto; ++p) {
+    const float c = table[algo * numProto + p];
+    if (c >= 0 && (best < 0 || c < table[algo * numProto + best])) best = p;
+  }
+  return best;
+}
+
+}  // namespace
+
+const char* algoName(int algo) {
+  return algo >= 0 && algo < abi::kNumAlgorithms ? kAlgoNames[algo] : "?";
+}
+const char* protoName(int proto) {
+  return proto >= 0 && proto < abi::kNumProtocols ? kProtoNames[proto] : "?";
+}
+const char* collName(int coll) { return coll >= 0 && coll < 5 ? kCollNames[coll] : "?"; }
+
+Result<std::vector<Rule>> parseRules(const std::string& text) {
+  std::vector<Rule> rules;
+  std::istringstream in(text);
+  std::string line;
+  int lineNo = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string field;
+    while (std::getline(ss, field, ',')) f.push_back(trim(field));
+    auto bad = [&](const std::string& why) {
+      return invalidArgument("tuner rules line " + std::to_string(lineNo) + ": " + why +
+                             " (expected collective,minBytes,maxBytes,algorithm,protocol,"
+                             "channels[,nNodes[,nRanks]])");
+    };
+    if (f.size() < 6 || f.size() > 8) return bad("has " + std::to_string(f.size()) + " fields");
+    Rule r;
+    r.coll = indexOf(kCollNames, 5, f[0]);
+    if (r.coll < 0) return bad("unknown collective '" + f[0] + "'");
+    int64_t lo, hi, ch;
+    if (!parseNumber(f[1], &lo) || !parseNumber(f[2], &hi) || lo < 0 || (hi < lo && hi != -1)) {
+      return bad("bad byte range '" + f[1] + "'..'" + f[2] + "'");
+    }
+    r.minBytes = static_cast<uint64_t>(lo);
+    r.maxBytes = hi == -1 ? UINT64_MAX : static_cast<uint64_t>(hi);
+    r.algo = indexOf(kAlgoNames, abi::kNumAlgorithms, f[3]);
+    if (r.algo < 0) return bad("unknown algorithm '" + f[3] + "'");
+    if (f[4] != "*") {
+      r.proto = indexOf(kProtoNames, abi::kNumProtocols, f[4]);
+      if (r.proto < 0) return bad("unknown protocol '" + f[4] + "'");
+    }
+    if (!parseNumber(f[5], &ch) || ch < -1 || ch > 1024) return bad("bad channels '" + f[5] + "'");
+    r.channels = static_cast<int>(ch);
+    if (f.size() > 6 && !parseNumber(f[6], &r.nNodes)) return bad("bad nNodes '" + f[6] + "'");
+    if (f.size() > 7 && !parseNumber(f[7], &r.nRanks)) return bad("bad nRanks '" + f[7] + "'");
+    rules.push_back(r);
+  }
+  return rules;
+}
+
+std::unique_ptr<Tuner> Tuner::create(size_t nRanks, size_t nNodes) {
+  ModelParams p;
+  const int64_t latencyNs = paramInt("BRAID_TUNER_NET_LATENCY_NS");
+  const int64_t gbits = paramInt("BRAID_TUNER_NET_GBITS");
+  const int64_t channelBytes = paramInt("BRAID_TUNER_CHANNEL_BYTES");
+  if (latencyNs > 0) p.latencyUs = static_cast<double>(latencyNs) * 1e-3;
+  if (gbits > 0) p.bytesPerUs = static_cast<double>(gbits) * 1e9 / 8 / 1e6;
+  p.channelBytes = channelBytes > 0 ? static_cast<uint64_t>(channelBytes) : 0;
+  std::vector<Rule> rules;
+  const std::string path = paramString("BRAID_TUNER_FILE");
+  if (!path.empty()) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    Result<std::vector<Rule>> parsed =
+        in ? parseRules(text.str()) : Result<std::vector<Rule>>(systemError("cannot read it"));
+    if (parsed.isOk()) {
+      rules = std::move(parsed.value());
+    } else {
+      BRAID_PLUGIN_WARN(abi::kSubsysTuning, "TUNER/braid: ignoring BRAID_TUNER_FILE=%s: %s",
+                        path.c_str(), parsed.status().toString().c_str());
+    }
+  }
+  BRAID_PLUGIN_INFO(abi::kSubsysTuning | abi::kSubsysInit,
+                    "TUNER/braid: %zu ranks on %zu nodes; model alpha %.2f us, %.0f MB/s, "
+                    "channel bytes %llu; %zu rules from '%s'",
+                    nRanks, nNodes, p.latencyUs, p.bytesPerUs,
+                    static_cast<unsigned long long>(p.channelBytes), rules.size(), path.c_str());
+  return std::make_unique<Tuner>(nRanks, nNodes, p, std::move(rules));
+}
+
+Tuner::Tuner(size_t nRanks, size_t nNodes, ModelParams params, std::vector<Rule> rules)
+    : nRanks_(nRanks), nNodes_(nNodes), params_(params), rules_(std::move(rules)) {}
+
+double Tuner::ringUs(size_t nBytes) const {
+  const double p = static_cast<double>(nNodes_);
+  if (p < 2) return 0;
+  return 2 * (p - 1) * params_.latencyUs +
+         2 * (p - 1) / p * static_cast<double>(nBytes) / params_.bytesPerUs;
+}
+
+double Tuner::treeUs(size_t nBytes) const {
+  const double p = static_cast<double>(nNodes_);
+  if (p < 2) return 0;
+  return 2 * std::ceil(std::log2(p)) * params_.latencyUs +
+         2 * static_cast<double>(nBytes) / params_.bytesPerUs;
+}
+
+Decision Tuner::getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, int numProto,
+                            int* nChannels) {
+  Decision d;
+  if (table == nullptr || numAlgo <= 0 || numProto <= 0) return d;
+  auto choose = [&](int algo, int proto) {
+    if (algo < 0 || algo >= numAlgo) return false;
+    if (proto < 0) proto = cheapestProto(table, numProto, algo);
+    if (proto < 0 || proto >= numProto || table[algo * numProto + proto] < 0) return false;
+    table[algo * numProto + proto] = 0.0f;  // lowest possible cost: NCCL takes it
+    d.algo = algo;
+    d.proto = proto;
+    return true;
+  };
+
+  for (const Rule& r : rules_) {
+    if (r.coll != coll || nBytes < r.minBytes || nBytes > r.maxBytes) continue;
+    if (r.nNodes >= 0 && static_cast<size_t>(r.nNodes) != nNodes_) continue;
+    if (r.nRanks >= 0 && static_cast<size_t>(r.nRanks) != nRanks_) continue;
+    if (!choose(r.algo, r.proto)) continue;  // filtered by NCCL: the next rule may fit
+    d.source = "rule";
+    if (r.channels > 0 && nChannels != nullptr) *nChannels = d.channels = r.channels;
+    break;
+  }
+
+  if (d.algo < 0 && coll == abi::kFuncAllReduce && nNodes_ >= 2) {
+    d.ringUs = ringUs(nBytes);
+    d.treeUs = treeUs(nBytes);
+    const int first = d.treeUs < d.ringUs ? abi::kAlgoTree : abi::kAlgoRing;
+    const int second = first == abi::kAlgoTree ? abi::kAlgoRing : abi::kAlgoTree;
+    if (choose(first, -1) || choose(second, -1)) {
+      d.source = "model";
+      const uint64_t cb = params_.channelBytes;
+      if (cb > 0 && nBytes < 8 * cb && nChannels != nullptr) {
+        *nChannels = d.channels = static_cast<int>(std::max<uint64_t>(1, (nBytes + cb - 1) / cb));
+      }
+    }
+  }
+
+  if (coll >= 0 && coll < 5 && (d.algo != lastAlgo_[coll] || d.proto != lastProto_[coll])) {
+    lastAlgo_[coll] = d.algo;
+    lastProto_[coll] = d.proto;
+    if (d.algo < 0) {
+      BRAID_PLUGIN_INFO(abi::kSubsysTuning,
+                        "TUNER/braid: %s %zu bytes on %zu nodes: no opinion, NCCL decides",
+                        collName(coll), nBytes, nNodes_);
+    } else {
+      BRAID_PLUGIN_INFO(abi::kSubsysTuning,
+                        "TUNER/braid: %s %zu bytes on %zu nodes: %s/%s channels %d (%s; ring "
+                        "%.1f us, tree %.1f us)",
+                        collName(coll), nBytes, nNodes_, algoName(d.algo), protoName(d.proto),
+                        d.channels, d.source, d.ringUs, d.treeUs);
+    }
+  }
+  return d;
+}
+
+}  // namespace braid::plugin::tuner

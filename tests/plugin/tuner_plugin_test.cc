@@ -1,0 +1,287 @@
+// The tuner plugin through its exported tables (standalone library and net library), on NCCL's
+// real table shape: a contiguous float[7][3] passed as float** by a cast.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin/nccl_abi.h"
+#include "plugin/tuner/model.h"
+
+namespace braid::plugin::tuner {
+namespace {
+
+std::mutex gLogMu;
+std::vector<std::pair<unsigned long, std::string>> gLog;
+
+void captureLogger(abi::LogLevel, unsigned long subsys, const char*, int, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(gLogMu);
+  gLog.emplace_back(subsys, buf);
+}
+
+/// NCCL-like table: everything available except CollNet/NVLS/PAT (-1) and one filtered entry.
+struct Table {
+  float t[abi::kNumAlgorithms][abi::kNumProtocols];
+  Table() {
+    for (int a = 0; a < abi::kNumAlgorithms; ++a) {
+      for (int p = 0; p < abi::kNumProtocols; ++p) {
+        t[a][p] = (a == abi::kAlgoTree || a == abi::kAlgoRing) ? 10.0f + a * 3 + p : -1.0f;
+      }
+    }
+    t[abi::kAlgoRing][abi::kProtoLL] = 5.0f;   // NCCL's favourite protocol for ring
+    t[abi::kAlgoTree][abi::kProtoLL] = -1.0f;  // filtered (e.g. NCCL_PROTO)
+  }
+  float** arg() { return reinterpret_cast<float**>(t); }
+};
+
+class Loaded {
+ public:
+  Loaded(const char* path, const char* env = nullptr) {
+    if (env != nullptr) putenv(const_cast<char*>(env));
+    lib_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(lib_, nullptr) << dlerror();
+  }
+  ~Loaded() {
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+  template <typename T>
+  const T* table(const char* name) {
+    return lib_ ? static_cast<const T*>(dlsym(lib_, name)) : nullptr;
+  }
+
+ private:
+  void* lib_ = nullptr;
+};
+
+/// Checks the invariants every call must keep; returns the index of the entry set to 0 or -1.
+int checkInvariants(const Table& before, const Table& after) {
+  int zeroed = -1;
+  for (int a = 0; a < abi::kNumAlgorithms; ++a) {
+    for (int p = 0; p < abi::kNumProtocols; ++p) {
+      const float b = before.t[a][p], x = after.t[a][p];
+      if (b < 0) {
+        EXPECT_EQ(x, b) << "revived a -1 entry at " << a << "," << p;
+      } else if (x != b) {
+        EXPECT_EQ(x, 0.0f);
+        EXPECT_EQ(zeroed, -1) << "more than one entry changed";
+        zeroed = a * abi::kNumProtocols + p;
+      }
+    }
+  }
+  return zeroed;
+}
+
+class TunerPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"BRAID_TUNER", "BRAID_TUNER_FILE", "BRAID_TUNER_NET_LATENCY_NS",
+                          "BRAID_TUNER_NET_GBITS", "BRAID_TUNER_CHANNEL_BYTES"}) {
+      unsetenv(v);
+    }
+    gLog.clear();
+  }
+};
+
+void exerciseV5(const char* path) {
+  Loaded lib(path);
+  auto* t = lib.table<abi::TunerV5>("ncclTunerPlugin_v5");
+  ASSERT_NE(t, nullptr);
+  EXPECT_STREQ(t->name, "braid");
+  abi::TunerConstantsV5 constants;
+  std::memset(&constants, 0, sizeof(constants));
+  constants.baseLatencies[1][2] = 4.4;
+  abi::NvlDomainInfoV5 nvl{4, 8, 8};
+  void* ctx = nullptr;
+  ASSERT_EQ(t->init(&ctx, 1, 32, 4, captureLogger, &nvl, &constants), abi::kSuccess);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(constants.baseLatencies[1][2], 4.4) << "constants left alone";
+
+  // Small all-reduce on 4 nodes: the model prefers tree (fewer latency steps); tree/LL is
+  // filtered, so the cheapest remaining tree protocol is chosen, and few channels.
+  Table before, after;
+  int channels = 0;
+  ASSERT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, after.arg(), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(before, after), abi::kAlgoTree * 3 + abi::kProtoLL128);
+  EXPECT_EQ(channels, 1);
+
+  // Large all-reduce: ring, with NCCL's cheapest ring protocol, channels left to NCCL.
+  Table large;
+  channels = 0;
+  ASSERT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 256u << 20, 1, large.arg(),
+                           abi::kNumAlgorithms, abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(Table(), large), abi::kAlgoRing * 3 + abi::kProtoLL);
+  EXPECT_EQ(channels, 0);
+
+  // No opinion: other collectives, and a table where tree and ring are both filtered out.
+  Table other;
+  channels = 0;
+  ASSERT_EQ(t->getCollInfo(ctx, abi::kFuncAllGather, 4096, 1, other.arg(), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(Table(), other), -1);
+  EXPECT_EQ(channels, 0);
+  Table filtered;
+  for (int p = 0; p < 3; ++p) filtered.t[abi::kAlgoTree][p] = filtered.t[abi::kAlgoRing][p] = -1;
+  Table filteredBefore = filtered;
+  ASSERT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, filtered.arg(), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(filteredBefore, filtered), -1);
+  EXPECT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, nullptr, abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+
+  // One node: no opinion.
+  ASSERT_EQ(t->init(&ctx, 1, 8, 1, captureLogger, &nvl, &constants), abi::kSuccess);
+  Table single;
+  channels = 0;
+  ASSERT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, single.arg(), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(Table(), single), -1);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+
+  bool sawDecision = false;
+  for (auto& [subsys, line] : gLog) {
+    if ((subsys & abi::kSubsysTuning) &&
+        line.find("allreduce 4096 bytes on 4 nodes: tree/ll128") != std::string::npos) {
+      sawDecision = true;
+    }
+  }
+  EXPECT_TRUE(sawDecision) << "decisions are logged through NCCL's logger under TUNING";
+}
+
+TEST_F(TunerPluginTest, StandaloneLibraryV5) { exerciseV5(BRAID_TUNER_PLUGIN_PATH); }
+TEST_F(TunerPluginTest, NetLibraryCarriesTheTunerToo) { exerciseV5(BRAID_NET_PLUGIN_PATH); }
+
+TEST_F(TunerPluginTest, RulesFileWinsButNeverRevives) {
+  char path[] = "/tmp/braid-tuner-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string rules =
+      "# forced choices\n"
+      "allreduce,0,1024,tree,ll,0      # tree/LL is filtered in the test table: skipped\n"
+      "allreduce,0,65536,ring,ll128,3\n"
+      "allgather,0,-1,ring,*,-1,4\n";
+  ASSERT_EQ(write(fd, rules.data(), rules.size()), static_cast<ssize_t>(rules.size()));
+  close(fd);
+  setenv("BRAID_TUNER_FILE", path, 1);
+  Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+  auto* t = lib.table<abi::TunerV5>("ncclTunerPlugin_v5");
+  ASSERT_NE(t, nullptr);
+  void* ctx = nullptr;
+  ASSERT_EQ(t->init(&ctx, 1, 16, 4, captureLogger, nullptr, nullptr), abi::kSuccess);
+  Table a;
+  int channels = 0;
+  t->getCollInfo(ctx, abi::kFuncAllReduce, 512, 1, a.arg(), 7, 3, 0, &channels);
+  EXPECT_EQ(checkInvariants(Table(), a), abi::kAlgoRing * 3 + abi::kProtoLL128);
+  EXPECT_EQ(channels, 3);
+  Table g;
+  channels = 0;
+  t->getCollInfo(ctx, abi::kFuncAllGather, 1 << 20, 1, g.arg(), 7, 3, 0, &channels);
+  EXPECT_EQ(checkInvariants(Table(), g), abi::kAlgoRing * 3 + abi::kProtoLL);
+  EXPECT_EQ(channels, 0);
+  t->finalize(ctx);
+  unlink(path);
+}
+
+TEST_F(TunerPluginTest, BadRulesFileAndOffStillSucceed) {
+  setenv("BRAID_TUNER_FILE", "/nonexistent/rules", 1);
+  {
+    Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+    auto* t = lib.table<abi::TunerV5>("ncclTunerPlugin_v5");
+    void* ctx = nullptr;
+    ASSERT_EQ(t->init(&ctx, 1, 16, 4, captureLogger, nullptr, nullptr), abi::kSuccess);
+    EXPECT_NE(ctx, nullptr) << "the model still runs";
+    t->finalize(ctx);
+  }
+  unsetenv("BRAID_TUNER_FILE");
+  setenv("BRAID_TUNER", "off", 1);
+  Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+  auto* t = lib.table<abi::TunerV5>("ncclTunerPlugin_v5");
+  void* ctx = reinterpret_cast<void*>(0x5);
+  ASSERT_EQ(t->init(&ctx, 1, 16, 4, captureLogger, nullptr, nullptr), abi::kSuccess);
+  EXPECT_EQ(ctx, nullptr);
+  Table x;
+  int channels = 0;
+  EXPECT_EQ(t->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, x.arg(), 7, 3, 0, &channels),
+            abi::kSuccess);
+  EXPECT_EQ(checkInvariants(Table(), x), -1);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+}
+
+TEST_F(TunerPluginTest, OlderAdapters) {
+  Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+  auto* v4 = lib.table<abi::TunerV4>("ncclTunerPlugin_v4");
+  auto* v3 = lib.table<abi::TunerV3>("ncclTunerPlugin_v3");
+  auto* v2 = lib.table<abi::TunerV2>("ncclTunerPlugin_v2");
+  ASSERT_TRUE(v4 && v3 && v2);
+  void* ctx = nullptr;
+  ASSERT_EQ(v4->init(32, 4, captureLogger, &ctx), abi::kSuccess);
+  Table a;
+  int ch = 0;
+  v4->getCollInfo(ctx, abi::kFuncAllReduce, 256u << 20, 1, a.arg(), 7, 3, 0, &ch);
+  EXPECT_EQ(checkInvariants(Table(), a), abi::kAlgoRing * 3 + abi::kProtoLL);
+  v4->destroy(ctx);
+  ASSERT_EQ(v3->init(32, 4, captureLogger, &ctx), abi::kSuccess);
+  Table b;
+  v3->getCollInfo(ctx, abi::kFuncAllReduce, 4096, 1, b.arg(), 7, 3, &ch);
+  EXPECT_EQ(checkInvariants(Table(), b), abi::kAlgoTree * 3 + abi::kProtoLL128);
+  v3->destroy(ctx);
+  ASSERT_EQ(v2->init(32, 4, captureLogger, &ctx), abi::kSuccess);
+  int algo = -1, proto = -1;
+  ch = 0;
+  v2->getCollInfo(ctx, abi::kFuncAllReduce, 256u << 20, 0, 0, 1, &algo, &proto, &ch);
+  EXPECT_EQ(algo, abi::kAlgoRing);
+  EXPECT_EQ(proto, abi::kProtoSimple);
+  algo = proto = -1;
+  v2->getCollInfo(ctx, abi::kFuncBroadcast, 4096, 0, 0, 1, &algo, &proto, &ch);
+  EXPECT_EQ(algo, -1) << "no opinion leaves the outputs alone";
+  v2->destroy(ctx);
+}
+
+TEST(TunerModelTest, CrossoverFollowsAlphaBeta) {
+  ModelParams p;
+  p.latencyUs = 8;
+  p.bytesPerUs = 12500;
+  Tuner t16(128, 16, p, {});
+  // Crossover n* = p * alpha * B * ((p-1) - log2 p) / ... : tree below, ring above.
+  EXPECT_LT(t16.treeUs(1 << 20), t16.ringUs(1 << 20));
+  EXPECT_GT(t16.treeUs(64u << 20), t16.ringUs(64u << 20));
+  Tuner t2(16, 2, p, {});
+  EXPECT_LE(t2.ringUs(8), t2.treeUs(8)) << "two nodes: ring is never worse";
+}
+
+TEST(TunerModelTest, RulesParserNamesTheBadLine) {
+  auto ok = parseRules("allreduce,0,100,ring,simple,2,4,32\n# c\n\nbroadcast,5,5,tree,*,-1\n");
+  ASSERT_TRUE(ok.isOk()) << ok.status().toString();
+  ASSERT_EQ(ok.value().size(), 2u);
+  EXPECT_EQ(ok.value()[0].nRanks, 32);
+  EXPECT_EQ(ok.value()[1].proto, -1);
+  for (const char* bad :
+       {"allreduce,0,100,ring\n", "allreduc,0,1,ring,ll,0\n", "allreduce,0,1,rings,ll,0\n",
+        "allreduce,0,1,ring,l,0\n", "allreduce,x,1,ring,ll,0\n", "allreduce,5,1,ring,ll,0\n"}) {
+    auto r = parseRules(std::string("# header\n") + bad);
+    EXPECT_FALSE(r.isOk()) << bad;
+    EXPECT_NE(r.status().message().find("line 2"), std::string::npos) << r.status().toString();
+  }
+}
+
+}  // namespace
+}  // namespace braid::plugin::tuner
