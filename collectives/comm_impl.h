@@ -60,6 +60,7 @@ class Communicator::Impl {
   void fail(const Status& s, bool publish);
   Status checkAbort();
   Status storeAbortStatus(Deadline deadline);
+  Status explainTimeout(const Status& s);
   std::shared_ptr<Work> enqueue(std::function<Status()> fn);
   void workerLoop();
 

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <cstring>
 #include <fstream>
 
@@ -348,6 +350,42 @@ Status Communicator::Impl::storeAbortStatus(Deadline deadline) {
   return Status::ok();
 }
 
+// Every rank that times out publishes whom it was waiting for; after a short grace period the
+// chain is followed to the ranks that wait for nobody: those stalled (or are not calling the
+// collective), and the error names them instead of an innocent neighbour that was itself waiting.
+Status Communicator::Impl::explainTimeout(const Status& s) {
+  std::string mine;
+  for (int peer : p2p_->stalledPeers()) mine += std::to_string(peer) + ",";
+  (void)store_->set(prefix_ + "waitfor/" + std::to_string(rank_), toBytes(mine));
+  usleep(1000000);  // the others time out within about the same second
+  std::vector<int> frontier = p2p_->stalledPeers();
+  std::vector<uint8_t> visited(size_, 0);
+  visited[rank_] = 1;
+  std::string chain, culprits;
+  while (!frontier.empty()) {
+    int q = frontier.back();
+    frontier.pop_back();
+    if (q < 0 || q >= size_ || visited[q]) continue;
+    visited[q] = 1;
+    auto v = store_->get(prefix_ + "waitfor/" + std::to_string(q), Deadline::afterMs(0));
+    if (!v.isOk()) {
+      culprits += (culprits.empty() ? "" : ", ") + std::to_string(q);
+      continue;
+    }
+    std::string list = fromBytes(*v);
+    chain += "; rank " + std::to_string(q) + " was itself waiting for rank(s) " + list.substr(0, list.size() - 1);
+    size_t start = 0;
+    while (start < list.size()) {
+      size_t comma = list.find(',', start);
+      frontier.push_back(atoi(list.substr(start, comma - start).c_str()));
+      start = comma == std::string::npos ? list.size() : comma + 1;
+    }
+  }
+  if (culprits.empty() || chain.empty()) return s;
+  return timeoutError(s.message() + chain + "; stalled or not calling the collective: rank " +
+                      culprits);
+}
+
 void Communicator::Impl::recordFailure(const Status& s, bool notifyPeers) {
   {
     std::lock_guard<std::mutex> lock(errorMu_);
@@ -398,6 +436,9 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   if (segment_ && collective) segment_->announce(a.seq, fp);
   Status s = body(a);
   bool publish = true;
+  if (!s.isOk() && s.code() == Code::kTimeout && !p2p_->stalledPeers().empty()) {
+    s = explainTimeout(s);
+  }
   if (!s.isOk() && s.code() == Code::kRemote) {
     // A peer aborted: report the original cause (and its code) when it is on record; it is
     // already published, so do not publish it again.

@@ -1,6 +1,7 @@
 #include "collectives/p2p.h"
 
 #include <cinttypes>
+#include <algorithm>
 #include <cstring>
 
 #include "core/log.h"
@@ -155,15 +156,19 @@ Status P2p::progress(bool* progressed) {
   return Status::ok();
 }
 
-Status P2p::timeoutStatus() const {
+Status P2p::timeoutStatus() {
   // Name each peer (and direction) that still owes this rank something, once.
   std::vector<uint8_t> seen(static_cast<size_t>(size_) * 2, 0);
   std::string waiting;
+  stalledPeers_.clear();
   for (size_t i = firstPending_; i < ops_.size(); ++i) {
     const Op& op = ops_[i];
     uint8_t& s = seen[static_cast<size_t>(op.peer) * 2 + (op.isSend ? 1 : 0)];
     if (op.done || s) continue;
     s = 1;
+    if (std::find(stalledPeers_.begin(), stalledPeers_.end(), op.peer) == stalledPeers_.end()) {
+      stalledPeers_.push_back(op.peer);
+    }
     if (!waiting.empty()) waiting += ", ";
     waiting += (op.isSend ? "send to rank " : "receive from rank ") + std::to_string(op.peer);
   }

@@ -77,6 +77,9 @@ class P2p {
   /// Best effort: posts an abort frame to every peer and progresses them for up to budgetMs.
   void sendAbort(int code, int originRank, int budgetMs);
 
+  /// After a kTimeout from wait(): the peers this rank was still waiting for.
+  const std::vector<int>& stalledPeers() const { return stalledPeers_; }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -95,7 +98,7 @@ class P2p {
   // whether anything progressed.
   Status progress(bool* progressed);
   Status checkRecvMeta(const Op& op);
-  Status timeoutStatus() const;
+  Status timeoutStatus();
 
   int rank_;
   int size_;
@@ -108,6 +111,7 @@ class P2p {
   std::vector<Op> ops_;
   size_t firstPending_ = 0;
   std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
+  std::vector<int> stalledPeers_;
 };
 
 }  // namespace braid::detail
