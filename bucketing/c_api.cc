@@ -16,33 +16,9 @@ struct braidBucketer {
 
 namespace {
 
-thread_local std::string tLastError;
-
-braidResult_t toResult(const braid::Status& s) {
-  if (!s.isOk()) tLastError = s.toString();
-  return static_cast<braidResult_t>(s.code());
-}
-
-braidResult_t badArg(const char* what) {
-  tLastError = std::string("invalid argument: ") + what;
-  return braidInvalidArgument;
-}
-
-template <typename F>
-braidResult_t guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    tLastError = "out of memory";
-    return braidSystemError;
-  } catch (const std::exception& e) {
-    tLastError = std::string("internal error: ") + e.what();
-    return braidInternalError;
-  } catch (...) {
-    tLastError = "internal error: unknown exception";
-    return braidInternalError;
-  }
-}
+using braid::capi::badArg;
+using braid::capi::guarded;
+using braid::capi::toResult;
 
 }  // namespace
 
@@ -100,7 +76,7 @@ braidResult_t braidBucketerRegister(braidBucketer_t bucketer, uint32_t id, size_
                                     braidDataType_t datatype, const char* name) {
   return guarded([&] {
     BRAID_C_CHECK_BUCKETER(bucketer);
-    return toResult(bucketer->impl->registerParam(id, count, static_cast<braid::DataType>(datatype),
+    return toResult(bucketer->impl->registerParam(id, count, braid::capi::toType(datatype),
                                                   name == nullptr ? "" : name));
   });
 }
@@ -169,6 +145,6 @@ braidResult_t braidBucketerFinishStep(braidBucketer_t bucketer, braidStepMetrics
   });
 }
 
-const char* braidBucketerGetLastError(void) { return tLastError.c_str(); }
+const char* braidBucketerGetLastError(void) { return braid::capi::lastError().c_str(); }
 
 }  // extern "C"

@@ -13,15 +13,13 @@
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
 
-
 namespace {
 
-thread_local std::string tLastError;
-
-braidResult_t toResult(const braid::Status& s) {
-  if (!s.isOk()) tLastError = s.toString();
-  return static_cast<braidResult_t>(s.code());
-}
+using braid::capi::badArg;
+using braid::capi::guarded;
+using braid::capi::toOp;
+using braid::capi::toResult;
+using braid::capi::toType;
 
 using braid::DataType;
 using braid::ReduceOp;
@@ -41,39 +39,6 @@ static_assert(sizeof(IdLayout) <= BRAID_UNIQUE_ID_BYTES, "unique id layout fits"
 std::mutex gServedMu;
 std::vector<std::shared_ptr<braid::Store>>* gServed = new std::vector<std::shared_ptr<braid::Store>>();
 
-template <typename F>
-braidResult_t guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    tLastError = "out of memory";
-    return braidSystemError;
-  } catch (const std::exception& e) {
-    tLastError = std::string("internal error: ") + e.what();
-    return braidInternalError;
-  } catch (...) {
-    tLastError = "internal error: unknown exception";
-    return braidInternalError;
-  }
-}
-
-braidResult_t badArg(const char* what) {
-  tLastError = std::string("invalid argument: ") + what;
-  return braidInvalidArgument;
-}
-
-// A C caller may pass any int as an enum; reading it through its enum type would be undefined
-// behaviour in C++ for values outside the enumerators, so read the bits.
-template <typename E>
-int rawEnum(const E& e) {
-  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
-  int v;
-  std::memcpy(&v, &e, sizeof(v));
-  return v;
-}
-DataType toType(const braidDataType_t& t) { return static_cast<DataType>(rawEnum(t)); }
-ReduceOp toOp(const braidRedOp_t& o) { return static_cast<ReduceOp>(rawEnum(o)); }
-
 #define BRAID_C_CHECK_COMM(comm) \
   if ((comm) == nullptr || !(comm)->comm) return badArg("communicator is null")
 
@@ -91,7 +56,7 @@ const char* braidGetErrorString(braidResult_t result) {
   return braid::codeName(static_cast<braid::Code>(result));
 }
 
-const char* braidGetLastError(braidComm_t) { return tLastError.c_str(); }
+const char* braidGetLastError(braidComm_t) { return braid::capi::lastError().c_str(); }
 
 braidResult_t braidGetUniqueId(braidUniqueId* uniqueId) {
   if (uniqueId == nullptr) return badArg("uniqueId is null");

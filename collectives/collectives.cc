@@ -113,117 +113,132 @@ Status runAllReduce(const detail::CollArgs& a, detail::AllReduceAlgo algo, const
   }
 }
 
-}  // namespace
-
-Status Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                               ReduceOp op) {
-  BRAID_RETURN_IF_ERROR(checkTypes(type, op, true));
-  BRAID_RETURN_IF_ERROR(checkCount(count, type));
-  const size_t bytes = count * dataTypeSize(type);
-  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
-  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
-  BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  const detail::AllReduceAlgo algo = impl_->pickAllReduce(bytes);
-  return impl_->run(makeFp(Collective::kAllReduce, count, type, op, -1), true,
-                    [=](const detail::CollArgs& a) { return runAllReduce(a, algo, sendbuf, recvbuf, count); });
-}
-
-Result<std::shared_ptr<Work>> Communicator::allReduceAsync(const void* sendbuf, void* recvbuf,
-                                                           size_t count, DataType type,
-                                                           ReduceOp op) {
-  BRAID_RETURN_IF_ERROR(checkTypes(type, op, true));
-  BRAID_RETURN_IF_ERROR(checkCount(count, type));
-  const size_t bytes = count * dataTypeSize(type);
-  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
-  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
-  BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  const detail::AllReduceAlgo algo = impl_->pickAllReduce(bytes);
-  return impl_->runAsync(makeFp(Collective::kAllReduce, count, type, op, -1),
-                         [=](const detail::CollArgs& a) { return runAllReduce(a, algo, sendbuf, recvbuf, count); });
-}
-
-namespace {
-struct ReduceScatterCheck {
-  static Status check(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
-                      ReduceOp op, int rank, int size) {
-    BRAID_RETURN_IF_ERROR(checkTypes(type, op, true));
-    BRAID_RETURN_IF_ERROR(checkCount(recvcount * static_cast<size_t>(size), type));
-    const size_t es = dataTypeSize(type);
-    BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, recvcount * es * size, "reducescatter send buffer"));
-    BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, recvcount * es, "reducescatter receive buffer"));
-    return checkOverlap(sendbuf, recvcount * es * size, recvbuf, recvcount * es,
-                        static_cast<const uint8_t*>(recvbuf) - recvcount * es * rank);
-  }
-};
-Status checkAllGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type,
-                      int rank, int size) {
-  BRAID_RETURN_IF_ERROR(checkTypes(type, ReduceOp::kSum, false));
-  BRAID_RETURN_IF_ERROR(checkCount(sendcount * static_cast<size_t>(size), type));
-  const size_t es = dataTypeSize(type);
-  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, sendcount * es, "allgather send buffer"));
-  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, sendcount * es * size, "allgather receive buffer"));
-  return checkOverlap(sendbuf, sendcount * es, recvbuf, sendcount * es * size,
-                      static_cast<const uint8_t*>(recvbuf) + sendcount * es * rank);
-}
 Status checkRoot(int root, int size) {
   if (root < 0 || root >= size) {
     return invalidArgument("root " + std::to_string(root) + " is outside [0, " + std::to_string(size) + ")");
   }
   return Status::ok();
 }
+
 }  // namespace
+
+// An operation after its arguments were checked: what every rank must agree on, and what runs.
+// The blocking and the asynchronous entry points share these, so they check exactly the same.
+struct Communicator::Impl::Op {
+  detail::Fingerprint fp;
+  std::function<Status(const detail::CollArgs&)> body;
+};
+
+Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendbuf, void* recvbuf,
+                                                               size_t count, DataType type,
+                                                               ReduceOp op) const {
+  BRAID_RETURN_IF_ERROR(checkTypes(type, op, true));
+  BRAID_RETURN_IF_ERROR(checkCount(count, type));
+  const size_t bytes = count * dataTypeSize(type);
+  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
+  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
+  BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
+  const detail::AllReduceAlgo algo = pickAllReduce(bytes);
+  return Op{makeFp(Collective::kAllReduce, count, type, op, -1),
+            [=](const detail::CollArgs& a) { return runAllReduce(a, algo, sendbuf, recvbuf, count); }};
+}
+
+Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* sendbuf,
+                                                                   void* recvbuf, size_t recvcount,
+                                                                   DataType type,
+                                                                   ReduceOp op) const {
+  BRAID_RETURN_IF_ERROR(checkTypes(type, op, true));
+  BRAID_RETURN_IF_ERROR(checkCount(recvcount * static_cast<size_t>(size_), type));
+  const size_t block = recvcount * dataTypeSize(type);
+  const size_t total = block * static_cast<size_t>(size_);
+  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, total, "reducescatter send buffer"));
+  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, block, "reducescatter receive buffer"));
+  // In place: recvbuf is this rank's block of sendbuf.
+  BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, total, recvbuf, block,
+                                     static_cast<const uint8_t*>(recvbuf) - block * rank_));
+  return Op{makeFp(Collective::kReduceScatter, recvcount, type, op, -1),
+            [=](const detail::CollArgs& a) { return detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount); }};
+}
+
+Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendbuf, void* recvbuf,
+                                                               size_t sendcount,
+                                                               DataType type) const {
+  BRAID_RETURN_IF_ERROR(checkTypes(type, ReduceOp::kSum, false));
+  BRAID_RETURN_IF_ERROR(checkCount(sendcount * static_cast<size_t>(size_), type));
+  const size_t block = sendcount * dataTypeSize(type);
+  const size_t total = block * static_cast<size_t>(size_);
+  BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, block, "allgather send buffer"));
+  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, total, "allgather receive buffer"));
+  // In place: sendbuf is this rank's block of recvbuf.
+  BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, block, recvbuf, total,
+                                     static_cast<const uint8_t*>(recvbuf) + block * rank_));
+  return Op{makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1),
+            [=](const detail::CollArgs& a) { return detail::allGatherRing(a, sendbuf, recvbuf, sendcount); }};
+}
+
+Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendbuf, void* recvbuf,
+                                                               size_t count, DataType type,
+                                                               int root) const {
+  BRAID_RETURN_IF_ERROR(checkTypes(type, ReduceOp::kSum, false));
+  BRAID_RETURN_IF_ERROR(checkRoot(root, size_));
+  BRAID_RETURN_IF_ERROR(checkCount(count, type));
+  const size_t bytes = count * dataTypeSize(type);
+  if (rank_ == root) {
+    BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "broadcast send buffer"));
+    BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
+  }
+  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "broadcast receive buffer"));
+  return Op{makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root),
+            [=](const detail::CollArgs& a) { return detail::broadcastTree(a, sendbuf, recvbuf, count, root); }};
+}
+
+Status Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                               ReduceOp op) {
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allReduceOp(sendbuf, recvbuf, count, type, op));
+  return impl_->run(o.fp, true, o.body);
+}
+
+Result<std::shared_ptr<Work>> Communicator::allReduceAsync(const void* sendbuf, void* recvbuf,
+                                                           size_t count, DataType type,
+                                                           ReduceOp op) {
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allReduceOp(sendbuf, recvbuf, count, type, op));
+  return impl_->runAsync(o.fp, std::move(o.body));
+}
 
 Status Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                    DataType type, ReduceOp op) {
-  BRAID_RETURN_IF_ERROR(ReduceScatterCheck::check(sendbuf, recvbuf, recvcount, type, op, rank(), size()));
-  return impl_->run(makeFp(Collective::kReduceScatter, recvcount, type, op, -1), true,
-                    [=](const detail::CollArgs& a) { return detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->reduceScatterOp(sendbuf, recvbuf, recvcount, type, op));
+  return impl_->run(o.fp, true, o.body);
 }
 
 Result<std::shared_ptr<Work>> Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf,
                                                                size_t recvcount, DataType type,
                                                                ReduceOp op) {
-  BRAID_RETURN_IF_ERROR(ReduceScatterCheck::check(sendbuf, recvbuf, recvcount, type, op, rank(), size()));
-  return impl_->runAsync(makeFp(Collective::kReduceScatter, recvcount, type, op, -1),
-                         [=](const detail::CollArgs& a) { return detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->reduceScatterOp(sendbuf, recvbuf, recvcount, type, op));
+  return impl_->runAsync(o.fp, std::move(o.body));
 }
 
 Status Communicator::allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type) {
-  BRAID_RETURN_IF_ERROR(checkAllGather(sendbuf, recvbuf, sendcount, type, rank(), size()));
-  return impl_->run(makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1), true,
-                    [=](const detail::CollArgs& a) { return detail::allGatherRing(a, sendbuf, recvbuf, sendcount); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allGatherOp(sendbuf, recvbuf, sendcount, type));
+  return impl_->run(o.fp, true, o.body);
 }
 
 Result<std::shared_ptr<Work>> Communicator::allGatherAsync(const void* sendbuf, void* recvbuf,
                                                            size_t sendcount, DataType type) {
-  BRAID_RETURN_IF_ERROR(checkAllGather(sendbuf, recvbuf, sendcount, type, rank(), size()));
-  return impl_->runAsync(makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1),
-                         [=](const detail::CollArgs& a) { return detail::allGatherRing(a, sendbuf, recvbuf, sendcount); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allGatherOp(sendbuf, recvbuf, sendcount, type));
+  return impl_->runAsync(o.fp, std::move(o.body));
 }
 
 Status Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                int root) {
-  BRAID_RETURN_IF_ERROR(checkTypes(type, ReduceOp::kSum, false));
-  BRAID_RETURN_IF_ERROR(checkRoot(root, size()));
-  BRAID_RETURN_IF_ERROR(checkCount(count, type));
-  const size_t bytes = count * dataTypeSize(type);
-  if (rank() == root) BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "broadcast send buffer"));
-  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "broadcast receive buffer"));
-  if (rank() == root) BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  return impl_->run(makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root), true,
-                    [=](const detail::CollArgs& a) { return detail::broadcastTree(a, sendbuf, recvbuf, count, root); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->broadcastOp(sendbuf, recvbuf, count, type, root));
+  return impl_->run(o.fp, true, o.body);
 }
 
 Result<std::shared_ptr<Work>> Communicator::broadcastAsync(const void* sendbuf, void* recvbuf,
                                                            size_t count, DataType type, int root) {
-  BRAID_RETURN_IF_ERROR(checkTypes(type, ReduceOp::kSum, false));
-  BRAID_RETURN_IF_ERROR(checkRoot(root, size()));
-  BRAID_RETURN_IF_ERROR(checkCount(count, type));
-  const size_t bytes = count * dataTypeSize(type);
-  if (rank() == root) BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "broadcast send buffer"));
-  BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "broadcast receive buffer"));
-  return impl_->runAsync(makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root),
-                         [=](const detail::CollArgs& a) { return detail::broadcastTree(a, sendbuf, recvbuf, count, root); });
+  BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->broadcastOp(sendbuf, recvbuf, count, type, root));
+  return impl_->runAsync(o.fp, std::move(o.body));
 }
 
 Status Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,

@@ -36,6 +36,17 @@ class Communicator::Impl {
                                          std::function<Status(const detail::CollArgs&)> body);
 
   detail::AllReduceAlgo pickAllReduce(size_t bytes) const;
+
+  /// Argument checks and the body of each operation that has a blocking and an async form.
+  struct Op;
+  Result<Op> allReduceOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                         ReduceOp op) const;
+  Result<Op> reduceScatterOp(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
+                             ReduceOp op) const;
+  Result<Op> allGatherOp(const void* sendbuf, void* recvbuf, size_t sendcount,
+                         DataType type) const;
+  Result<Op> broadcastOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                         int root) const;
   bool hasSegment() const { return segment_ != nullptr; }
 
   /// Records the first error, raises the host-wide abort word and publishes it in the store.

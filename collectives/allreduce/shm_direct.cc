@@ -39,11 +39,17 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     const size_t bytes = n * es;
     const uint64_t g = seg->nextGeneration();
     const int h = static_cast<int>(g & 1);
-    copyToShared(seg->half(me, h), src + done * es, bytes);
+    const bool small = bytes <= kSmallBytes || p == 1;
+    // Large chunks: this rank's own shard is reduced straight from its input, so only the
+    // other ranks' shards need publishing (saves 1/p of the copy).
+    const size_t lo = small ? 0 : blockStart(n, p, me);
+    const size_t hi = small ? 0 : blockStart(n, p, me + 1);
+    copyToShared(seg->half(me, h), src + done * es, lo * es);
+    copyToShared(seg->half(me, h) + hi * es, src + (done + hi) * es, (n - hi) * es);
     seg->arrive(g, a.seq, a.fp);
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, first));
     first = false;
-    if (bytes <= kSmallBytes || p == 1) {
+    if (small) {
       uint8_t* out = dst + done * es;
       if (p == 1) {
         copyIfDistinct(out, seg->half(0, h), bytes);
@@ -55,11 +61,13 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     } else {
       // Reduce this rank's shard into its own output, then publish it in its slot (streamed, so
       // the peers read it from memory rather than from this core's cache; see core/copy.h).
-      const size_t lo = blockStart(n, p, me);
-      const size_t hi = blockStart(n, p, me + 1);
       uint8_t* out = dst + (done + lo) * es;
-      a.reduce(out, seg->half(0, h) + lo * es, seg->half(1, h) + lo * es, hi - lo);
-      for (int i = 2; i < p; ++i) a.reduce(out, out, seg->half(i, h) + lo * es, hi - lo);
+      const uint8_t* mine = src + (done + lo) * es;
+      for (int i = 0; i < p; ++i) {
+        if (i == me) continue;
+        a.reduce(out, mine, seg->half(i, h) + lo * es, hi - lo);
+        mine = out;
+      }
       if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, hi - lo, p);
       copyToShared(seg->half(me, h) + lo * es, out, (hi - lo) * es);
       seg->markDone(g);
