@@ -50,12 +50,16 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, first));
     first = false;
     if (small) {
+      // Every rank folds the p contributions in rank order, so all get the same bits; its own
+      // contribution is read from its input (in cache), not from its streamed-out slot.
       uint8_t* out = dst + done * es;
+      const uint8_t* own = src + done * es;
+      auto contribution = [&](int i) -> const uint8_t* { return i == me ? own : seg->half(i, h); };
       if (p == 1) {
-        copyIfDistinct(out, seg->half(0, h), bytes);
+        copyIfDistinct(out, own, bytes);
       } else {
-        a.reduce(out, seg->half(0, h), seg->half(1, h), n);
-        for (int i = 2; i < p; ++i) a.reduce(out, out, seg->half(i, h), n);
+        a.reduce(out, contribution(0), contribution(1), n);
+        for (int i = 2; i < p; ++i) a.reduce(out, out, contribution(i), n);
       }
       if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, n, p);
     } else {
