@@ -53,7 +53,8 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
       // Every rank folds the p contributions in rank order, so all get the same bits; its own
       // contribution is read from its input (in cache), not from its streamed-out slot.
       uint8_t* out = dst + done * es;
-      const uint8_t* own = src + done * es;
+      // In place, ranks ≥ 2 would overwrite their input before folding it in: use the slot.
+      const uint8_t* own = (out == src + done * es && me >= 2) ? seg->half(me, h) : src + done * es;
       auto contribution = [&](int i) -> const uint8_t* { return i == me ? own : seg->half(i, h); };
       if (p == 1) {
         copyIfDistinct(out, own, bytes);
