@@ -8,8 +8,8 @@ namespace braid {
 /// Copies with non-temporal stores above a small size: the data goes to memory instead of staying
 /// dirty in this core's cache. On the machines braid is measured on, a peer core reading lines
 /// that are dirty in another core's cache runs at ~2 GB/s, while reading them from L3/memory runs
-/// at ~9 GB/s, so this is 3–4× faster for everything a peer consumes. Small copies (a few cache
-/// lines) use memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory.
+/// at ~9 GB/s, so this is 3–4× faster for everything a peer consumes. Copies below 16 KiB use
+/// memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory.
 void copyToShared(void* dst, const void* src, size_t bytes);
 
 }  // namespace braid
