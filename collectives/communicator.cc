@@ -254,12 +254,28 @@ Status Communicator::Impl::connectAll(Deadline deadline) {
     BRAID_RETURN_IF_ERROR(links_[q].transport->connect(h, &links_[q].send).withContext(
         "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(q)));
   }
+  // Accept every peer's connection while driving this rank's own connections forward: over a
+  // real network neither side completes unless both keep progressing.
   Backoff backoff;
   int pending = size_ - 1;
-  while (pending > 0) {
+  int sendsPending = size_ - 1;
+  std::vector<uint8_t> sendReady(size_, 0);
+  while (pending > 0 || sendsPending > 0) {
     bool progressed = false;
     for (int q = 0; q < size_; ++q) {
-      if (q == rank_ || links_[q].recv) continue;
+      if (q == rank_) continue;
+      if (!sendReady[q]) {
+        bool ready = false;
+        BRAID_RETURN_IF_ERROR(links_[q].transport->progressConnect(links_[q].send.get(), &ready)
+                                  .withContext("rank " + std::to_string(rank_) +
+                                               ": connecting to rank " + std::to_string(q)));
+        if (ready) {
+          sendReady[q] = 1;
+          --sendsPending;
+          progressed = true;
+        }
+      }
+      if (links_[q].recv) continue;
       BRAID_RETURN_IF_ERROR(links_[q].transport->accept(listens[q].get(), &links_[q].recv));
       if (links_[q].recv) {
         --pending;
@@ -272,12 +288,15 @@ Status Communicator::Impl::connectAll(Deadline deadline) {
       continue;
     }
     if (deadline.expired()) {
-      std::string missing;
+      std::string missing, unreached;
       for (int q = 0; q < size_; ++q) {
         if (q != rank_ && !links_[q].recv) missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+        if (q != rank_ && !sendReady[q]) unreached += (unreached.empty() ? "" : ", ") + std::to_string(q);
       }
-      return timeoutError("rank " + std::to_string(rank_) + ": ranks " + missing +
-                          " did not connect within BRAID_TIMEOUT_MS=" + std::to_string(timeoutMs_));
+      return timeoutError("rank " + std::to_string(rank_) + ": within BRAID_TIMEOUT_MS=" +
+                          std::to_string(timeoutMs_) + " ms, rank(s) [" + missing +
+                          "] did not connect to this rank and this rank could not reach [" +
+                          unreached + "]");
     }
     backoff.pause();
   }

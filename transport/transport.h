@@ -79,6 +79,15 @@ class Transport {
   /// once, and isend on it returns a null request until the connection is established.
   /// Malformed or foreign handles give kInvalidArgument.
   virtual Status connect(const Handle& handle, std::unique_ptr<SendComm>* sendComm) = 0;
+  /// Progresses the establishment that connect() started, without sending anything; *ready is
+  /// set once the connection is usable. Callers that wait for their peers to accept() must keep
+  /// calling this (or isend) meanwhile: a connection over a real network does not complete inside
+  /// connect(). Backends whose connect() completes at once keep the default.
+  virtual Status progressConnect(SendComm* sendComm, bool* ready) {
+    (void)sendComm;
+    *ready = true;
+    return Status::ok();
+  }
   /// Non-blocking: sets *recvComm once a peer has connected (and presented the right secret),
   /// leaves it null otherwise.
   virtual Status accept(ListenComm* listenComm, std::unique_ptr<RecvComm>* recvComm) = 0;

@@ -239,6 +239,14 @@ class TcpTransport : public Transport {
     return Status::ok();
   }
 
+  Status progressConnect(SendComm* comm, bool* ready) override {
+    if (comm == nullptr || ready == nullptr) return invalidArgument("tcp progressConnect: null comm");
+    auto* c = static_cast<TcpSendComm*>(comm);
+    if (!c->ready()) c->progressConnect();
+    *ready = c->ready();
+    return c->broken();
+  }
+
   Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
     if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
       return invalidArgument("tcp irecv: null comm, request or data");
