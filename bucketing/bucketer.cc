@@ -319,7 +319,7 @@ Status Bucketer::Impl::markInternal(int idx, void* grad, bool unused) {
     if (!opts_.zeroCopy) {
       if (hasData_[i]) {
         reduceInto(spec.type, ReduceOp::kSum, slot, grad, spec.count);
-      } else {
+      } else if (bytes > 0) {
         std::memcpy(slot, grad, bytes);
       }
       hasData_[i] = 1;

@@ -113,7 +113,6 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment() {
   options.size = info.size;
   options.store = std::shared_ptr<Store>(std::move(info.store));
   options.jobSecret = info.jobSecret;
-  options.localRankHint = info.localRank;
   return create(std::move(options));
 }
 

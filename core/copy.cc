@@ -17,6 +17,7 @@ constexpr size_t kStreamMinBytes = 16384;
 }  // namespace
 
 void copyToShared(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // src may be null then (memcpy's arguments must not be)
 #if defined(__x86_64__)
   if (bytes < kStreamMinBytes) {
     std::memcpy(dst, src, bytes);

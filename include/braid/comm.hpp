@@ -58,8 +58,6 @@ struct CommOptions {
   std::string hostId;
   /// Address tcp listens on; "" = interface selection (BRAID_SOCKET_IFNAME).
   std::string tcpAddress;
-  /// Launcher-provided local rank (-1 = derive from host grouping).
-  int localRankHint = -1;
 };
 
 class Communicator {
