@@ -27,9 +27,14 @@
 #include "core/params.h"
 #include "transport/tcp/socket.h"
 #include "transport/transport.h"
+#include "tests/unit/transport/request_helpers.h"
 
 namespace braid::transport {
 namespace {
+
+using test_util::postRecv;
+using test_util::postSend;
+using test_util::waitRequest;
 
 constexpr uint64_t kSecret = 0x1234abcd5678ef01ull;
 constexpr uint64_t kOtherSecret = 0x0fedcba987654321ull;
@@ -106,39 +111,6 @@ std::unique_ptr<Transport> makeTransport(uint64_t secret = kSecret,
   return t.isOk() ? std::move(t).value() : nullptr;
 }
 
-Status wait(Transport* t, Request* r, size_t* size, const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    bool done = false;
-    Status s = t->test(r, &done, size);
-    if (!s.isOk() || done) return s;
-    if (deadline.expired()) return timeoutError("request did not complete in time");
-    backoff.pause();
-  }
-}
-
-Status postSend(Transport* t, SendComm* c, const void* data, size_t n, const Meta& meta,
-                Request** r, const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    Status s = t->isend(c, data, n, meta, r);
-    if (!s.isOk() || *r != nullptr) return s;
-    if (deadline.expired()) return timeoutError("isend kept returning a null request");
-    backoff.pause();
-  }
-}
-
-Status postRecv(Transport* t, RecvComm* c, void* data, size_t n, Meta* meta, Request** r,
-                const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    Status s = t->irecv(c, data, n, meta, r);
-    if (!s.isOk() || *r != nullptr) return s;
-    if (deadline.expired()) return timeoutError("irecv kept returning a null request");
-    backoff.pause();
-  }
-}
-
 struct Pair {
   std::unique_ptr<ListenComm> listen;
   std::unique_ptr<SendComm> send;
@@ -161,8 +133,8 @@ Status makePair(Transport* t, Pair* p) {
   }
   Request* r = nullptr;
   BRAID_RETURN_IF_ERROR(postRecv(t, p->recv.get(), nullptr, 0, nullptr, &r, deadline));
-  BRAID_RETURN_IF_ERROR(wait(t, s, nullptr, deadline));
-  return wait(t, r, nullptr, deadline);
+  BRAID_RETURN_IF_ERROR(waitRequest(t, s, nullptr, deadline));
+  return waitRequest(t, r, nullptr, deadline);
 }
 
 /// Sends and receives each size in turn from one thread (both ends non-blocking).
@@ -339,8 +311,8 @@ TEST(TcpTransportTest, SixtyFourRequestsInFlightCompleteInOrderWhateverOrderThey
   EXPECT_EQ(extra, nullptr);
   // Testing only the last request of each side must move all of them (progress is per comm).
   size_t got = 0;
-  ASSERT_TRUE(wait(t.get(), sreqs[kCount - 1], nullptr, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), rreqs[kCount - 1], &got, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), sreqs[kCount - 1], nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), rreqs[kCount - 1], &got, deadline).isOk());
   EXPECT_EQ(got, sizeOf(kCount - 1));
   for (int i = kCount - 2; i >= 0; --i) {
     bool done = false;
@@ -369,15 +341,15 @@ TEST(TcpTransportTest, ReceiveSmallerThanMessageIsInvalidUsageOnBothSides) {
   Request* r = nullptr;
   ASSERT_TRUE(postSend(t.get(), p.send.get(), out.data(), out.size(), Meta{}, &s, deadline).isOk());
   ASSERT_TRUE(postRecv(t.get(), p.recv.get(), in.data(), in.size(), nullptr, &r, deadline).isOk());
-  Status rs = wait(t.get(), r, nullptr, deadline);
+  Status rs = waitRequest(t.get(), r, nullptr, deadline);
   EXPECT_EQ(rs.code(), Code::kInvalidUsage) << rs.toString();
   EXPECT_NE(rs.message().find("8388608"), std::string::npos) << rs.toString();
   // The send may have completed into the socket buffers before the refusal; then the sender
   // learns of it on its next message, from the error record the receiver sent back.
-  Status ss = wait(t.get(), s, nullptr, deadline);
+  Status ss = waitRequest(t.get(), s, nullptr, deadline);
   if (ss.isOk()) {
     ss = postSend(t.get(), p.send.get(), out.data(), out.size(), Meta{}, &s, deadline);
-    if (ss.isOk()) ss = wait(t.get(), s, nullptr, deadline);
+    if (ss.isOk()) ss = waitRequest(t.get(), s, nullptr, deadline);
   }
   EXPECT_EQ(ss.code(), Code::kInvalidUsage) << ss.toString();
   // The connection stays broken.
@@ -398,10 +370,10 @@ TEST(TcpTransportTest, ClosedSenderStillDeliversStripedMessagesSentBeforeTheClos
       postSend(t.get(), p.send.get(), big.data(), big.size(), makeMeta(1), &s, deadline).isOk());
   // Sends what fits in the socket buffers before the receiver posts anything; then closes only
   // after both messages have been handed to the kernel.
-  ASSERT_TRUE(wait(t.get(), s, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), s, nullptr, deadline).isOk());
   ASSERT_TRUE(postSend(t.get(), p.send.get(), small.data(), small.size(), makeMeta(2), &s, deadline)
                   .isOk());
-  ASSERT_TRUE(wait(t.get(), s, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), s, nullptr, deadline).isOk());
   p.send.reset();
   std::vector<uint8_t> in(8 * kMiB);
   Request* r[3] = {nullptr, nullptr, nullptr};
@@ -411,11 +383,11 @@ TEST(TcpTransportTest, ClosedSenderStillDeliversStripedMessagesSentBeforeTheClos
   }
   size_t got = 0;
   // The third receive is tested first: it fails only after the first two completed.
-  Status third = wait(t.get(), r[2], nullptr, deadline);
+  Status third = waitRequest(t.get(), r[2], nullptr, deadline);
   EXPECT_EQ(third.code(), Code::kRemote) << third.toString();
-  ASSERT_TRUE(wait(t.get(), r[0], &got, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), r[0], &got, deadline).isOk());
   EXPECT_EQ(got, big.size());
-  ASSERT_TRUE(wait(t.get(), r[1], &got, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), r[1], &got, deadline).isOk());
   EXPECT_EQ(got, small.size());
   EXPECT_TRUE(matches(in.data(), small.size(), 12));
 }
@@ -588,8 +560,8 @@ TEST(TcpTransportTest, BadHellosAreRefusedAndTheRightPeerIsAcceptedAfterwards) {
   std::vector<uint8_t> in(kMiB);
   Request* r = nullptr;
   ASSERT_TRUE(postRecv(t.get(), recv.get(), in.data(), in.size(), nullptr, &r, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), s, nullptr, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), r, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), s, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), r, nullptr, deadline).isOk());
   EXPECT_TRUE(matches(in.data(), in.size(), 9));
 }
 
@@ -659,7 +631,7 @@ TEST(TcpTransportTest, KilledReceiverGivesRemoteErrorWithinTwoSeconds) {
     Request* r = nullptr;
     if (!recv ||
         !postRecv(t.get(), recv.get(), buf.data(), buf.size(), nullptr, &r, deadline).isOk() ||
-        !wait(t.get(), r, nullptr, deadline).isOk()) {
+        !waitRequest(t.get(), r, nullptr, deadline).isOk()) {
       _exit(5);
     }
     pause();
@@ -678,7 +650,7 @@ TEST(TcpTransportTest, KilledReceiverGivesRemoteErrorWithinTwoSeconds) {
   std::vector<uint8_t> out = pattern(16 * kMiB, 3);
   Request* s = nullptr;
   ASSERT_TRUE(postSend(t.get(), send.get(), out.data(), out.size(), Meta{}, &s, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), s, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), s, nullptr, deadline).isOk());
   // A second message lands in the socket buffers or stalls there; then the receiver dies and
   // every further send must fail.
   ASSERT_TRUE(postSend(t.get(), send.get(), out.data(), out.size(), Meta{}, &s, deadline).isOk());
@@ -687,10 +659,10 @@ TEST(TcpTransportTest, KilledReceiverGivesRemoteErrorWithinTwoSeconds) {
   uint64_t killedAt = nowNs();
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   Deadline death = Deadline::afterMs(kPeerDeathMs);
-  Status st = done ? Status::ok() : wait(t.get(), s, nullptr, death);
+  Status st = done ? Status::ok() : waitRequest(t.get(), s, nullptr, death);
   while (st.isOk()) {
     st = postSend(t.get(), send.get(), out.data(), out.size(), Meta{}, &s, death);
-    if (st.isOk()) st = wait(t.get(), s, nullptr, death);
+    if (st.isOk()) st = waitRequest(t.get(), s, nullptr, death);
   }
   EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
   EXPECT_NE(st.message().find("closed (peer process exited?)"), std::string::npos) << st.toString();
@@ -716,7 +688,7 @@ TEST(TcpTransportTest, KilledSenderGivesRemoteErrorWithinTwoSeconds) {
     Deadline deadline = Deadline::afterMs(kWaitMs);
     Request* s = nullptr;
     if (!postSend(ct.get(), send.get(), out.data(), out.size(), Meta{}, &s, deadline).isOk() ||
-        !wait(ct.get(), s, nullptr, deadline).isOk()) {
+        !waitRequest(ct.get(), s, nullptr, deadline).isOk()) {
       _exit(3);
     }
     if (!postSend(ct.get(), send.get(), out.data(), out.size(), Meta{}, &s, deadline).isOk()) {
@@ -739,10 +711,10 @@ TEST(TcpTransportTest, KilledSenderGivesRemoteErrorWithinTwoSeconds) {
   std::vector<uint8_t> in(4 * kMiB);
   Request* r = nullptr;
   ASSERT_TRUE(postRecv(t.get(), recv.get(), in.data(), in.size(), nullptr, &r, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), r, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), r, nullptr, deadline).isOk());
   EXPECT_TRUE(matches(in.data(), in.size(), 5));
   ASSERT_TRUE(postRecv(t.get(), recv.get(), in.data(), in.size(), nullptr, &r, deadline).isOk());
-  ASSERT_TRUE(wait(t.get(), r, nullptr, deadline).isOk());
+  ASSERT_TRUE(waitRequest(t.get(), r, nullptr, deadline).isOk());
   // The third receive waits for a message that never comes; the sender dies.
   ASSERT_TRUE(postRecv(t.get(), recv.get(), in.data(), in.size(), nullptr, &r, deadline).isOk());
   bool done = false;
@@ -750,7 +722,7 @@ TEST(TcpTransportTest, KilledSenderGivesRemoteErrorWithinTwoSeconds) {
   ASSERT_FALSE(done);
   uint64_t killedAt = nowNs();
   ASSERT_EQ(kill(pid, SIGKILL), 0);
-  Status st = wait(t.get(), r, nullptr, Deadline::afterMs(kPeerDeathMs));
+  Status st = waitRequest(t.get(), r, nullptr, Deadline::afterMs(kPeerDeathMs));
   EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
   EXPECT_LT(nowNs() - killedAt, static_cast<uint64_t>(kPeerDeathMs) * 1000000);
   EXPECT_EQ(reap(pid), -SIGKILL);
@@ -771,7 +743,7 @@ TEST(TcpTransportTest, ConnectToAClosedListenerFailsWithRemote) {
   while (s.isOk()) {
     ASSERT_FALSE(deadline.expired());
     s = t->isend(send.get(), &byte, 1, Meta{}, &r);
-    if (s.isOk() && r != nullptr) s = wait(t.get(), r, nullptr, deadline);
+    if (s.isOk() && r != nullptr) s = waitRequest(t.get(), r, nullptr, deadline);
   }
   EXPECT_EQ(s.code(), Code::kRemote) << s.toString();
 }

@@ -2,6 +2,7 @@
 // (loopback, shm, tcp). A backend that is not built (its factory still returns the placeholder
 // "not built yet" error) is skipped. Every wait is bounded by a Deadline and fails on expiry.
 #include "transport/transport.h"
+#include "tests/unit/transport/request_helpers.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -26,6 +27,10 @@
 
 namespace braid::transport {
 namespace {
+
+using test_util::postRecv;
+using test_util::postSend;
+using test_util::waitRequest;
 
 constexpr uint64_t kSecret = 0x5ec2e7c0ffee1234ull;
 constexpr uint64_t kOtherSecret = 0x0badc0de0badc0deull;
@@ -71,41 +76,6 @@ std::vector<uint8_t> patternBuffer(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
   fillPattern(v.data(), n, seed);
   return v;
-}
-
-/// Tests a request until it completes, fails, or the deadline passes.
-Status waitRequest(Transport* t, Request* r, size_t* size, const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    bool done = false;
-    Status s = t->test(r, &done, size);
-    if (!s.isOk() || done) return s;
-    if (deadline.expired()) return timeoutError("request did not complete before the deadline");
-    backoff.pause();
-  }
-}
-
-/// Posts a send, retrying while the transport answers "not yet" (null request).
-Status postSend(Transport* t, SendComm* c, const void* data, size_t n, const Meta& meta,
-                Request** r, const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    Status s = t->isend(c, data, n, meta, r);
-    if (!s.isOk() || *r != nullptr) return s;
-    if (deadline.expired()) return timeoutError("isend kept returning a null request");
-    backoff.pause();
-  }
-}
-
-Status postRecv(Transport* t, RecvComm* c, void* data, size_t n, Meta* meta, Request** r,
-                const Deadline& deadline) {
-  Backoff backoff;
-  for (;;) {
-    Status s = t->irecv(c, data, n, meta, r);
-    if (!s.isOk() || *r != nullptr) return s;
-    if (deadline.expired()) return timeoutError("irecv kept returning a null request");
-    backoff.pause();
-  }
 }
 
 Status sendOne(Transport* t, SendComm* c, const void* data, size_t n, const Meta& meta,
