@@ -246,9 +246,12 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
     // Spin while the peer is likely close (a few hundred ns when it runs on another core), then
     // sleep on the flag so that a descheduled peer can have this core. With more local ranks
-    // than cores, yield instead of spinning first (the peer may be waiting for this very core).
+    // than cores, yield instead of spinning (the peer may be waiting for this very core), for up
+    // to 100 us: measured with 4 ranks on 2 cores, 8 B takes 3.2 us yielding 100 us, 4.5 us
+    // yielding 20 us, and 23 us going to the futex at once (a futex wake-up costs more here
+    // than a yield).
     const uint64_t start = nowNs();
-    const uint64_t spinUntil = start + (oversubscribed_ ? 20000ull : 5000ull);
+    const uint64_t spinUntil = start + (oversubscribed_ ? 100000ull : 5000ull);
     uint64_t lastCheck = start;
     uint32_t rounds = 0;
     while (flag.load(std::memory_order_acquire) < g) {
