@@ -628,32 +628,39 @@ TEST_P(TransportTest, ClosingTheListenerBeforeAcceptFailsTheSender) {
   EXPECT_NE(s.code(), Code::kTimeout) << s.toString();
 }
 
+/// `from` connects to `listener`'s handle: either connect() rejects the handle at once
+/// (kInvalidArgument), or the listener must never produce a RecvComm for it while `from` keeps
+/// trying to send.
+void expectRefused(Transport* listener, Transport* from, const Handle& handle, ListenComm* listen,
+                   const char* what) {
+  std::unique_ptr<SendComm> send;
+  Status s = from->connect(handle, &send);
+  if (!s.isOk()) {
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.toString();
+    return;
+  }
+  Deadline deadline = Deadline::afterMs(500);
+  Request* sreq = nullptr;
+  while (!deadline.expired()) {
+    std::unique_ptr<RecvComm> recv;
+    Status a = listener->accept(listen, &recv);
+    ASSERT_EQ(recv, nullptr) << "a connection with " << what << " was accepted";
+    if (sreq == nullptr && send) {
+      Status i = from->isend(send.get(), nullptr, 0, makeMeta(1), &sreq);
+      if (!i.isOk()) send.reset();
+    }
+    if (!a.isOk()) break;
+    usleep(1000);
+  }
+}
+
 TEST_P(TransportTest, ConnectionFromAnotherJobIsRefused) {
   auto other = make(kOtherSecret, 1);
   ASSERT_TRUE(other.isOk()) << other.status().toString();
   Handle handle;
   std::unique_ptr<ListenComm> listen;
   ASSERT_TRUE(t()->listen(&handle, &listen).isOk());
-  std::unique_ptr<SendComm> send;
-  Status s = other.value()->connect(handle, &send);
-  if (!s.isOk()) {
-    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.toString();
-    return;
-  }
-  // Refused later: the listener must never produce a RecvComm for it.
-  Deadline deadline = Deadline::afterMs(500);
-  Request* sreq = nullptr;
-  while (!deadline.expired()) {
-    std::unique_ptr<RecvComm> recv;
-    Status a = t()->accept(listen.get(), &recv);
-    ASSERT_EQ(recv, nullptr) << "a connection with the wrong job secret was accepted";
-    if (sreq == nullptr && send) {
-      Status i = other.value()->isend(send.get(), nullptr, 0, makeMeta(1), &sreq);
-      if (!i.isOk()) send.reset();
-    }
-    if (!a.isOk()) break;
-    usleep(1000);
-  }
+  expectRefused(t(), other.value().get(), handle, listen.get(), "the wrong job secret");
 }
 
 TEST_P(TransportTest, HandleWithTamperedSecretIsRefused) {
@@ -669,25 +676,7 @@ TEST_P(TransportTest, HandleWithTamperedSecretIsRefused) {
   std::memcpy(handle.bytes + at, &kOtherSecret, sizeof(kOtherSecret));
   auto other = make(kOtherSecret, 1);
   ASSERT_TRUE(other.isOk());
-  std::unique_ptr<SendComm> send;
-  Status s = other.value()->connect(handle, &send);
-  if (!s.isOk()) {
-    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.toString();
-    return;
-  }
-  Deadline deadline = Deadline::afterMs(500);
-  Request* sreq = nullptr;
-  while (!deadline.expired()) {
-    std::unique_ptr<RecvComm> recv;
-    Status a = t()->accept(listen.get(), &recv);
-    ASSERT_EQ(recv, nullptr) << "a connection with a tampered secret was accepted";
-    if (sreq == nullptr && send) {
-      Status i = other.value()->isend(send.get(), nullptr, 0, makeMeta(1), &sreq);
-      if (!i.isOk()) send.reset();
-    }
-    if (!a.isOk()) break;
-    usleep(1000);
-  }
+  expectRefused(t(), other.value().get(), handle, listen.get(), "a tampered secret");
 }
 
 TEST_P(TransportTest, GarbageHandleIsInvalidArgument) {
