@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -87,18 +88,40 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
     shm_unlink(name.c_str());  // a leftover of a crashed job with the same name
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return errnoError("shm_open(" + name + ") for the intra-host segment", errno);
-    if (ftruncate(fd, static_cast<off_t>(seg->mapBytes_)) != 0) {
-      int err = errno;
+    // posix_fallocate both sizes the file and reserves its pages: a full /dev/shm fails here
+    // with a clear error instead of SIGBUS-ing the first touch of a page later. tmpfs sets the
+    // size only once every page is allocated, which the other ranks wait for below.
+    int err = posix_fallocate(fd, 0, static_cast<off_t>(seg->mapBytes_));
+    if (err != 0) {
       close(fd);
       shm_unlink(name.c_str());
-      return errnoError("ftruncate of the intra-host segment (is /dev/shm large enough?)", err);
+      return errnoError("reserving " + std::to_string(seg->mapBytes_) +
+                            " bytes for the intra-host segment (is /dev/shm large enough? "
+                            "BRAID_SHM_SEGMENT_BYTES sets its size)",
+                        err);
     }
   } else {
+    // The name appears before its size is set: mapping it then and reading the header would
+    // SIGBUS. Wait until the file has a size (tmpfs sets it once, after reserving every page).
     Backoff backoff;
-    while ((fd = shm_open(name.c_str(), O_RDWR, 0600)) < 0) {
+    for (;;) {
+      fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd >= 0) {
+        struct stat st {};
+        if (fstat(fd, &st) == 0 && st.st_size > 0) {
+          if (static_cast<size_t>(st.st_size) == seg->mapBytes_) break;
+          close(fd);
+          return invalidUsage("intra-host segment " + name + " has " +
+                              std::to_string(st.st_size) + " bytes, this rank expects " +
+                              std::to_string(seg->mapBytes_) +
+                              " (BRAID_SHM_SEGMENT_BYTES must be equal on every rank)");
+        }
+        close(fd);
+        fd = -1;
+      }
       if (deadline.expired()) {
         return timeoutError("the intra-host segment " + name + " of rank " +
-                            std::to_string(localRanks[0]) + " did not appear");
+                            std::to_string(localRanks[0]) + " did not appear at full size");
       }
       backoff.pause();
     }

@@ -18,6 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Shared-memory transports and the intra-host segment live in /dev/shm; say how much there is.
+echo "setup: $(nproc) cores; /dev/shm: $(df -h --output=avail /dev/shm 2>/dev/null | tail -1 | tr -d ' ') free"
+
 build="${BRAID_BUILD_DIR:-build}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="${BRAID_BUILD_TYPE:-RelWithDebInfo}" ${BRAID_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"

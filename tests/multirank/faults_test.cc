@@ -2,9 +2,11 @@
 // mismatched collective order, over shm (one host) and over tcp. Each launch runs
 // collectives_check --scenario ...; the check program asserts the error on every surviving rank
 // (named rank, code, deadline) and exits 0 only then.
-#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "tools/launch.h"
 
@@ -31,6 +33,8 @@ TEST_P(FaultTest, EverySurvivorReportsTheFault) {
   options.env = {{"BRAID_TRANSPORT", c.transport}, {"BRAID_TIMEOUT_MS", "5000"}};
   options.timeoutMs = 60000;
   auto result = launchLocalRanks(options);
+  // The victim's fault stamp (collectives_check.cc), named after this launcher's pid.
+  unlink(("/tmp/braid-fault-stamp-" + std::to_string(getpid())).c_str());
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   ASSERT_FALSE(result->timedOut) << "a rank hung";
   const bool kill = std::string(c.scenario) == "kill" || std::string(c.scenario) == "stall";
