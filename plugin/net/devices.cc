@@ -3,19 +3,12 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
+#include "topology/detect.h"
 #include "transport/tcp/socket.h"
 
 namespace braid::plugin {
 namespace {
-
-std::string readSysfs(const std::string& name, const char* attr) {
-  std::ifstream in("/sys/class/net/" + name + "/" + attr);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::string();
-  return line;
-}
 
 std::string pciPathOf(const std::string& name) {
   const std::string link = "/sys/class/net/" + name + "/device";
@@ -26,29 +19,44 @@ std::string pciPathOf(const std::string& name) {
   return path.find("/pci") == std::string::npos ? std::string() : path;
 }
 
+/// The sysfs path NCCL expects for a PCI address from the topology ("0000:3b:00.0"); empty when
+/// this machine has no such function (an injected topology describing another machine).
+std::string pciPathOfAddress(const std::string& address) {
+  if (address.empty()) return std::string();
+  const std::string link = "/sys/bus/pci/devices/" + address;
+  char resolved[PATH_MAX];
+  if (::realpath(link.c_str(), resolved) == nullptr) return std::string();
+  return resolved;
+}
+
 uint64_t fnv1a64(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
 
-uint64_t guidOf(const std::string& name) {
-  unsigned mac[6];
-  const std::string text = readSysfs(name, "address");
-  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4],
-                  &mac[5]) == 6) {
+uint64_t guidOf(const std::string& name, const std::string& mac) {
+  unsigned b[6];
+  if (std::sscanf(mac.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) ==
+      6) {
     uint64_t g = 0;
-    for (unsigned b : mac) g = (g << 8) | (b & 0xff);
+    for (unsigned v : b) g = (g << 8) | (v & 0xff);
     if (g != 0) return g;
   }
   return fnv1a64(name);  // lo and tunnels have an all-zero or no MAC
 }
 
-int speedOf(const std::string& name) {
-  const std::string text = readSysfs(name, "speed");
-  const long v = text.empty() ? -1 : std::strtol(text.c_str(), nullptr, 10);
-  // Unknown (virtual NICs report -1 or fail the read): NCCL's own default for "no idea".
-  return v > 0 && v < INT_MAX ? static_cast<int>(v) : 10000;
+/// The latency of the first link of the topology that names this NIC as an endpoint.
+double latencyOf(const topo::Topology& t, const topo::Host* host, const std::string& name) {
+  const std::string endpoint = "nic:" + name;
+  auto scan = [&](const std::vector<topo::Link>& links) -> double {
+    for (const topo::Link& l : links) {
+      if ((l.from == endpoint || l.to == endpoint) && l.latencyUs > 0) return l.latencyUs;
+    }
+    return 0;
+  };
+  double us = host != nullptr ? scan(host->links) : 0;
+  return us > 0 ? us : scan(t.links);
 }
 
 bool isBridgeName(const std::string& name) {
@@ -87,11 +95,21 @@ Result<std::vector<NetDevice>> discoverNetDevices(const std::string& spec) {
                        "' (interfaces that are up:" + seen +
                        "); set BRAID_NET_IFNAME to one of them");
   }
+  // The facts about each interface come from topology/ (hwloc, sysfs, or BRAID_TOPO_FILE); an
+  // interface the topology does not list (it failed, or a file describes another machine) keeps
+  // the defaults: no PCI path, a guid from its name, NCCL's 10 Gb/s "unknown" speed.
+  Result<topo::Topology> topology = topo::detectTopology();
+  const topo::Host* host = topology.isOk() ? topo::localHost(topology.value()) : nullptr;
   for (size_t i = 0; i < selected.size(); ++i) {
     NetDevice& d = selected[i];
-    d.pciPath = pciPathOf(d.name);
-    d.guid = guidOf(d.name);
-    d.speedMbps = speedOf(d.name);
+    const topo::Nic* nic = host != nullptr ? host->findNic(d.name) : nullptr;
+    d.pciPath = nic != nullptr ? pciPathOfAddress(nic->pciPath) : std::string();
+    if (d.pciPath.empty()) d.pciPath = pciPathOf(d.name);
+    d.guid = guidOf(d.name, nic != nullptr ? nic->mac : std::string());
+    d.speedMbps = nic != nullptr && nic->speedMbps > 0 && nic->speedMbps < INT_MAX
+                      ? static_cast<int>(nic->speedMbps)
+                      : 10000;
+    d.latencyUs = nic != nullptr ? latencyOf(topology.value(), host, d.name) : 0;
     for (size_t j = 0; j < i; ++j) {
       if (selected[j].guid == d.guid) d.guid ^= fnv1a64(d.name) | 1;  // equal guid = shared port
     }

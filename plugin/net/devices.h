@@ -1,9 +1,9 @@
 // The net plugin's devices: one per network interface that is up, selected by BRAID_NET_IFNAME
 // with NCCL_SOCKET_IFNAME rules (prefixes, ^ to exclude, = for exact names). Without a spec,
 // every non-loopback interface except docker*/virbr* bridges, else the loopback interface.
-//
-// TODO(#3): take the NICs (and their measured latency) from topology/ once it has landed; until
-// then the facts come from getifaddrs and /sys/class/net.
+// Which interfaces are up and their addresses come from getifaddrs (the tcp transport listens
+// there); the facts NCCL is given (PCI path, guid, speed, latency) come from topology/, so a
+// BRAID_TOPO_FILE can state them where sysfs cannot (virtual NICs report no speed).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@ struct NetDevice {
   std::string address;  ///< numeric address the tcp transport listens on
   std::string pciPath;  ///< resolved /sys/devices/... of the PCI function; empty = virtual
   uint64_t guid = 0;    ///< from the MAC address (or the name), unique per device
-  int speedMbps = 0;    ///< from /sys/class/net/<if>/speed; 10000 when unknown
+  int speedMbps = 0;    ///< from the topology; 10000 (NCCL's "unknown") when it has none
+  double latencyUs = 0;  ///< a topology link naming "nic:<name>"; 0 (NCCL's default) when none
   bool loopback = false;
 };
 

@@ -236,7 +236,7 @@ Status getProperties(int dev, abi::NetPropertiesV11* props) {
   props->forceFlush = 0;
   props->speed = d.speedMbps;
   props->port = 0;
-  props->latency = 0;  // NCCL's default. TODO(#3): the measured latency from topology/.
+  props->latency = static_cast<float>(d.latencyUs);  // 0 (NCCL's default) unless the topology says
   props->maxComms = 65536;
   props->maxRecvs = g.maxRecvs;
   props->netDeviceType = abi::kNetDeviceHost;

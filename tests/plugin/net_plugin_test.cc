@@ -5,6 +5,7 @@
 // threads, as NCCL's proxy service and progress threads do.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -129,6 +130,40 @@ TEST_F(NetPluginTest, PropertiesFollowTheContract) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// The properties NCCL sees come from topology/: a BRAID_TOPO_FILE states a speed and latency
+// that sysfs cannot (lo reports neither).
+TEST_F(NetPluginTest, PropertiesComeFromTheTopology) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  char path[] = "/tmp/braid-net-topo-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text = std::string("braid-topology 1\nhost name=") + host +
+                     "\nnic name=lo kind=loopback speed_mbps=123000 addr=127.0.0.1/8 up=1\n"
+                     "link from=host:" + host + " to=nic:lo kind=net gbps=123 latency_us=7.5\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  setenv("BRAID_TOPO_FILE", path, 1);
+  {
+    Net net;
+    ASSERT_NE(net.n, nullptr);
+    abi::NetPropertiesV11 p;
+    ASSERT_EQ(net.n->getProperties(0, &p), abi::kSuccess);
+    EXPECT_STREQ(p.name, "lo");
+    EXPECT_EQ(p.speed, 123000);
+    EXPECT_FLOAT_EQ(p.latency, 7.5f);
+  }
+  unsetenv("BRAID_TOPO_FILE");
+  unlink(path);
+  // Without the file, lo has no speed in sysfs: NCCL's "unknown" 10 Gb/s, latency 0.
+  Net net;
+  ASSERT_NE(net.n, nullptr);
+  abi::NetPropertiesV11 p;
+  ASSERT_EQ(net.n->getProperties(0, &p), abi::kSuccess);
+  EXPECT_EQ(p.speed, 10000);
+  EXPECT_EQ(p.latency, 0.0f);
 }
 
 TEST_F(NetPluginTest, FinalizeToleratesFailedInit) {
