@@ -67,23 +67,41 @@ void Communicator::abort(const std::string& reason) {
   impl_->recordFailure(remoteError("rank " + std::to_string(impl_->rank_) + ": " + reason), true);
 }
 
-detail::AllReduceAlgo Communicator::Impl::pickAllReduce(size_t bytes) const {
+detail::Decision Communicator::Impl::decideAllReduce(size_t bytes) const {
   using detail::AllReduceAlgo;
-  if (forcedAllReduce_ != AllReduceAlgo::kAuto) {
-    if (forcedAllReduce_ == AllReduceAlgo::kShm && !(segment_ && numHosts_ == 1)) {
-      return AllReduceAlgo::kRing;  // checked at setAllReduceAlgorithm; env override falls back
-    }
-    return forcedAllReduce_;
+  const std::string forced =
+      forcedAllReduce_ == AllReduceAlgo::kAuto ? "" : detail::allReduceAlgoName(forcedAllReduce_);
+  if (!selector_) {
+    detail::Decision d;
+    d.algorithm = forced.empty() ? "ring" : forced;
+    d.reason = "no selector";
+    return d;
   }
-  // Built-in rule until the cost-model selector lands: one host → the shared segment; otherwise
-  // latency-bound sizes → halving/doubling, bandwidth-bound → ring.
-  if (segment_ && numHosts_ == 1) return AllReduceAlgo::kShm;
-  if (bytes < 64 * 1024) return AllReduceAlgo::kHalvingDoubling;
-  return AllReduceAlgo::kRing;
+  return selector_->decide(detail::SelCollective::kAllReduce, bytes, forced);
+}
+
+detail::AllReduceAlgo Communicator::Impl::pickAllReduce(size_t bytes) const {
+  // The selector (collectives/selector/): API force, BRAID_ALGO, tuning file, then the α-β-γ
+  // model's cheapest candidate; identical on every rank.
+  auto algo = detail::parseAllReduceAlgo(decideAllReduce(bytes).algorithm);
+  return algo.isOk() ? *algo : detail::AllReduceAlgo::kRing;
 }
 
 std::string Communicator::allReduceAlgorithmFor(size_t bytes) const {
   return detail::allReduceAlgoName(impl_->pickAllReduce(bytes));
+}
+
+double Communicator::allReducePredictedUs(size_t bytes, const std::string& algorithm) const {
+  if (!impl_->selector_) return -1;
+  if (algorithm.empty()) return impl_->decideAllReduce(bytes).predictedUs;
+  auto canonical = detail::canonicalAlgorithm(detail::SelCollective::kAllReduce, algorithm);
+  if (!canonical.isOk()) return -1;
+  return impl_->selector_->costModel().predictUs(detail::SelCollective::kAllReduce, *canonical,
+                                                  bytes);
+}
+
+std::string Communicator::selectorModel() const {
+  return impl_->selector_ ? impl_->selector_->costModel().model().describe() : "none";
 }
 
 Status Communicator::setAllReduceAlgorithm(const std::string& name) {
@@ -138,9 +156,17 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  const detail::AllReduceAlgo algo = pickAllReduce(bytes);
+  const detail::Decision d = decideAllReduce(bytes);
+  auto parsed = detail::parseAllReduceAlgo(d.algorithm);
+  const detail::AllReduceAlgo algo = parsed.isOk() ? *parsed : detail::AllReduceAlgo::kRing;
+  const size_t chunk = d.chunkBytes;  // a tuning-file rule's pipelining chunk, 0 = default
   return Op{makeFp(Collective::kAllReduce, count, type, op, -1),
-            [=](const detail::CollArgs& a) { return runAllReduce(a, algo, sendbuf, recvbuf, count); }};
+            [=](const detail::CollArgs& a) {
+              if (chunk == 0) return runAllReduce(a, algo, sendbuf, recvbuf, count);
+              detail::CollArgs withChunk = a;
+              withChunk.chunkBytes = chunk;
+              return runAllReduce(withChunk, algo, sendbuf, recvbuf, count);
+            }};
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* sendbuf,

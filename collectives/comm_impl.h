@@ -15,6 +15,7 @@
 #include "braid/comm.hpp"
 #include "collectives/algorithms.h"
 #include "collectives/p2p.h"
+#include "collectives/selector/selector.h"
 #include "collectives/shm_segment.h"
 #include "core/store.h"
 #include "transport/transport.h"
@@ -36,6 +37,8 @@ class Communicator::Impl {
                                          std::function<Status(const detail::CollArgs&)> body);
 
   detail::AllReduceAlgo pickAllReduce(size_t bytes) const;
+  /// The selector's full decision (algorithm, chunk, predicted time, reason) for an all-reduce.
+  detail::Decision decideAllReduce(size_t bytes) const;
 
   /// Argument checks and the body of each operation that has a blocking and an async form.
   struct Op;
@@ -61,10 +64,14 @@ class Communicator::Impl {
   std::vector<int> localRanks_;
   detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;
   std::atomic<bool> aborted_{false};
+  std::unique_ptr<detail::Selector> selector_;
+  detail::AlgoOverrides algoOverrides_;
 
  private:
   Status connectAll(Deadline deadline);
   Status parseAlgoOverrides(const std::string& spec);
+  /// Calibrates the fabric (or reads the cache), agrees on the model and builds selector_.
+  Status setUpSelector(const std::string& transportName, Deadline deadline);
   Status execute(const detail::Fingerprint& fp, bool collective,
                  const std::function<Status(const detail::CollArgs&)>& body);
   /// recordFailure, then abort frames to every peer.

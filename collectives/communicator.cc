@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/params.h"
+#include "collectives/selector/calibration.h"
 #include "transport/bootstrap/bootstrap.h"
 
 namespace braid {
@@ -226,6 +227,7 @@ Status Communicator::Impl::init(CommOptions options) {
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
+  BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
              rank_, size_, hostOf_[rank_], numHosts_, localRank_, localRanks_.size(),
              transportName.c_str());
@@ -303,34 +305,57 @@ Status Communicator::Impl::connectAll(Deadline deadline) {
 }
 
 Status Communicator::Impl::parseAlgoOverrides(const std::string& spec) {
-  // "ring" (all-reduce) or "allreduce:ring;broadcast:tree".
-  size_t start = 0;
-  while (start <= spec.size() && !spec.empty()) {
-    size_t end = spec.find(';', start);
-    std::string entry = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    start = end == std::string::npos ? spec.size() + 1 : end + 1;
-    if (entry.empty()) continue;
-    std::string coll = "allreduce", algo = entry;
-    size_t colon = entry.find(':');
-    if (colon != std::string::npos) {
-      coll = entry.substr(0, colon);
-      algo = entry.substr(colon + 1);
-    }
-    if (coll == "allreduce") {
-      auto parsed = detail::parseAllReduceAlgo(algo);
-      if (!parsed.isOk()) return parsed.status().withContext("BRAID_ALGO");
-      forcedAllReduce_ = *parsed;
-    } else if (coll == "broadcast" || coll == "reduce") {
-      if (algo != "tree") return invalidArgument("BRAID_ALGO: unknown " + coll + " algorithm '" + algo + "'; valid: tree");
-    } else if (coll == "reducescatter" || coll == "allgather") {
-      if (algo != "ring") return invalidArgument("BRAID_ALGO: unknown " + coll + " algorithm '" + algo + "'; valid: ring");
-    } else if (coll == "alltoall") {
-      if (algo != "pairwise") return invalidArgument("BRAID_ALGO: unknown alltoall algorithm '" + algo + "'; valid: pairwise");
-    } else {
-      return invalidArgument("BRAID_ALGO: unknown collective '" + coll +
-                             "'; valid: allreduce, reducescatter, allgather, broadcast, reduce, alltoall");
+  // "ring" (all-reduce) or "allreduce:ring;broadcast:tree"; the selector applies them.
+  BRAID_ASSIGN_OR_RETURN(algoOverrides_, detail::parseAlgoOverrideSpec(spec));
+  return Status::ok();
+}
+
+// The probe hook: calibrate (or read the cache), agree on rank 0's model, build the selector.
+Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
+  detail::Placement placement;
+  placement.hostOf = hostOf_;
+  // Decided from what every rank knows alike (a rank alone on its host has no segment itself).
+  placement.segment = transportName != "tcp" && static_cast<int>(hostOf_.size()) > numHosts_;
+  placement.segmentHalfBytes =
+      static_cast<size_t>(std::max<int64_t>(8192, paramInt("BRAID_SHM_SEGMENT_BYTES"))) / 2;
+  placement.chunkBytes = chunkBytes_;
+
+  detail::ProbeContext ctx;
+  ctx.rank = rank_;
+  ctx.hostOf = hostOf_;
+  ctx.store = store_.get();
+  ctx.prefix = prefix_;
+  ctx.segment = segment_.get();
+  ctx.transport = transportName;
+  ctx.segmentPlacement = placement.segment;
+  ctx.deadline = deadline;
+  // The probe's own engine: its waits end within a few seconds whatever BRAID_TIMEOUT_MS says.
+  detail::P2p probeNet(rank_, size_, &links_, std::min<int64_t>(timeoutMs_, 10000),
+                       [this] { return checkAbort(); });
+  ctx.p2p = &probeNet;
+  BRAID_ASSIGN_OR_RETURN(detail::FabricModel model, detail::calibrateFabric(ctx));
+
+  std::vector<detail::TuningRule> rules;
+  const std::string file = paramString("BRAID_TUNING_FILE");
+  if (!file.empty()) {
+    BRAID_ASSIGN_OR_RETURN(rules, detail::readTuningFile(file));
+  }
+  selector_ = std::make_unique<detail::Selector>(model, placement, algoOverrides_, std::move(rules),
+                                                 paramBool("BRAID_EXPLAIN"));
+  // A forced algorithm that cannot run here is an error, not a silent fallback.
+  for (int c = 0; c < 6; ++c) {
+    const auto coll = static_cast<detail::SelCollective>(c);
+    const std::string& forced = algoOverrides_.get(coll);
+    if (forced.empty()) continue;
+    std::string why = selector_->costModel().unavailableWhy(coll, forced);
+    if (why.empty() && forced == "shm" && size_ > 1 && !segment_) why = "needs the shm transport";
+    if (!why.empty()) {
+      return invalidArgument("BRAID_ALGO='" + algoOverrides_.spec + "': " +
+                             detail::selCollectiveName(coll) + " algorithm " + forced + " " +
+                             why + " (ranks span " + std::to_string(numHosts_) + " host(s))");
     }
   }
+  BRAID_INFO("selector: %s", model.describe().c_str());
   return Status::ok();
 }
 

@@ -240,8 +240,21 @@ const std::vector<ParamDef>& paramTable() {
        "Deadline in milliseconds of every blocking wait (connect, rendezvous, progress) before it "
        "fails with a timeout error"},
       {"BRAID_ALGO", ParamType::kString, "", "",
-       "Force an algorithm instead of the selector's choice: \"ring\" for all collectives, or per "
-       "collective as \"allreduce:ring;broadcast:tree\""},
+       "Force algorithms instead of the selector's choice, per collective as "
+       "\"allreduce:ring;broadcast:tree\" (a bare name such as \"ring\" means all-reduce); "
+       "unknown names are errors that list the valid ones"},
+      {"BRAID_TUNING_FILE", ParamType::kString, "", "",
+       "Algorithm rules that override the cost model (docs/tuning-file.md; braid-tune writes "
+       "one): collective, size, ranks and hosts ranges -> algorithm and chunk; first match wins"},
+      {"BRAID_EXPLAIN", ParamType::kBool, "0", "",
+       "Log each distinct algorithm decision once: candidates, predicted times, winner and why "
+       "(model, tuning file or override)"},
+      {"BRAID_CALIBRATION", ParamType::kEnum, "auto", "auto|probe|off",
+       "Alpha/beta of the links at communicator creation: auto = cached per fabric, else a short "
+       "probe; probe = always probe (and refresh the cache); off = built-in defaults"},
+      {"BRAID_CALIBRATION_CACHE", ParamType::kString, "", "",
+       "Directory of the calibration cache (default $XDG_CACHE_HOME/braid or ~/.cache/braid); "
+       "off = no cache"},
       {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp",
        "Transport between ranks: auto = shared memory within a host and tcp across hosts; shm or "
        "tcp force one"},

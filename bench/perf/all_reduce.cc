@@ -29,7 +29,11 @@ size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count) {
 }
 
 std::vector<std::string> allReduceCandidates() {
-  return {"ring", "tree", "halving_doubling", "shm"};
+  return {"ring", "tree", "halving_doubling", "shm", "hierarchical", "hierarchical_leader"};
+}
+
+double allReducePredicted(const Communicator& comm, const std::string& name, size_t bytes) {
+  return comm.allReducePredictedUs(bytes, name);
 }
 
 Status allReduceSelect(Communicator& comm, const std::string& name) {
@@ -53,6 +57,7 @@ const CollectiveBench& allReduceBench() {
     b.algorithms.candidates = allReduceCandidates;
     b.algorithms.select = allReduceSelect;
     b.algorithms.chosen = allReduceChosen;
+    b.algorithms.predictedUs = allReducePredicted;
     return b;
   }();
   return kBench;

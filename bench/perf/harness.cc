@@ -704,6 +704,9 @@ void RankRunner::printHeader(const MachineInfo& mi) {
   for (const std::string& a : algos_) run += (run.empty() ? "" : " ") + a;
   if (!available_.empty())
     std::printf("# algorithms : available %s; running %s\n", avail.c_str(), run.c_str());
+  if (bench_.algorithms.predictedUs != nullptr)
+    std::printf("# model      : %s (column \"model\": predicted time of the row's algorithm)\n",
+                comm_->selectorModel().c_str());
   char step[48];
   if (o_.stepBytes) {
     std::snprintf(step, sizeof(step), "-i %zu", o_.stepBytes);
@@ -767,20 +770,25 @@ int RankRunner::run() {
   }
   size_t algoWidth = 6;
   for (const std::string& a : algos_) {
-    algoWidth =
-        std::max(algoWidth, a == "auto" ? std::string("auto:halving_doubling").size() : a.size());
+    size_t w = a.size();
+    if (a == "auto") {
+      for (const std::string& n : available_) w = std::max(w, n.size() + 5);
+      w = std::max(w, std::string("auto:halving_doubling").size());
+    }
+    algoWidth = std::max(algoWidth, w);
   }
+  const bool predicts = bench_.algorithms.predictedUs != nullptr;
   const int aw = static_cast<int>(algoWidth);
   if (leader()) {
     printHeader(mi);
     std::printf("#%*s%*s\n", 12 + 2 + 12 + 2 + 8 + 2 + 6 + 2 + aw + 34, "out-of-place", 38,
                 "in-place");
-    std::printf("#%11s  %12s  %8s  %6s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+    std::printf("#%11s  %12s  %8s  %6s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size",
                 "count", "type", "redop", aw, "algo", "time", "algbw", "busbw", "#wrong", "time",
-                "algbw", "busbw", "#wrong");
-    std::printf("#%11s  %12s  %8s  %6s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+                "algbw", "busbw", "#wrong", predicts ? "    model" : "");
+    std::printf("#%11s  %12s  %8s  %6s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "(B)",
                 "(elements)", "", "", aw, "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                "(GB/s)", "");
+                "(GB/s)", "", predicts ? "     (us)" : "");
     std::fflush(stdout);
   }
 
@@ -808,6 +816,7 @@ int RankRunner::run() {
           label = "auto:" + chosen;
         }
       }
+      const double predicted = predicts ? h.predictedUs(*comm_, chosen, bytes) : -1;
       Measurement m[2];
       for (int p = 0; p < 2; ++p) {
         Status st = measure(count, p == 1, &m[p]);
@@ -854,16 +863,17 @@ int RankRunner::run() {
               "\"wrong\":%.0f,\"checked\":%s,\"iters\":%d,\"warmup\":%d,\"transport\":\"%s\","
               "\"tool\":\"braid-perf\",\"host\":\"%s\",\"cpu\":\"%s\",\"cpus\":%ld,"
               "\"compiler\":\"%s\",\"build_type\":\"%s\",\"braid_version\":\"%s\",\"git\":\"%s\","
-              "\"launch\":\"%s\"}\n",
+              "\"launch\":\"%s\",\"predicted_us\":%.3f}\n",
               bench_.name, label.c_str(), chosen.c_str(), ctx_.ranks, comm_->numHosts(), bytes,
               count, dataTypeName(o_.type), reduceOpName(o_.op), p == 1 ? "true" : "false",
               m[p].timeUs, algbw, busbw, m[p].wrong, o_.check > 0 ? "true" : "false", o_.iters,
               o_.warmup, jsonEscape(transport).c_str(), jsonEscape(mi.hostname).c_str(),
               jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline, jsonEscape(compilerText()).c_str(),
               BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION, BRAID_PERF_GIT,
-              jsonEscape(launchDescription()).c_str());
+              jsonEscape(launchDescription()).c_str(), predicted);
         }
       }
+      if (predicts) std::printf("  %s", predicted >= 0 ? timeText(predicted).c_str() : "    N/A");
       std::printf("\n");
       std::fflush(stdout);
       if (json) std::fflush(json);

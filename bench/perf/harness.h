@@ -73,6 +73,8 @@ struct AlgorithmHooks {
   Status (*select)(Communicator& comm, const std::string& name) = nullptr;
   /// The algorithm the automatic choice uses for a message of `bytes`.
   std::string (*chosen)(const Communicator& comm, size_t bytes) = nullptr;
+  /// The selector's predicted µs for `name` at `bytes` (negative: no prediction); optional.
+  double (*predictedUs)(const Communicator& comm, const std::string& name, size_t bytes) = nullptr;
 };
 
 /// One collective's benchmark. `count` is the element count of the size column (nccl-tests'

@@ -119,6 +119,11 @@ class Communicator {
   /// Forces an all-reduce algorithm ("ring", "tree", "halving_doubling", "shm", or "" for
   /// automatic). kInvalidArgument lists the valid names.
   Status setAllReduceAlgorithm(const std::string& name);
+  /// The selector's predicted time in microseconds of an all-reduce of `bytes` with `algorithm`
+  /// ("" = the one the automatic choice uses); negative when it cannot run here or is unknown.
+  double allReducePredictedUs(size_t bytes, const std::string& algorithm = "") const;
+  /// The selector's cost model in one line: α/β per link class, γ, and where they came from.
+  std::string selectorModel() const;
 
   /// Marks the communicator failed, tells peers, wakes every wait and releases connections.
   /// Safe to call from any thread, also while a collective is running.

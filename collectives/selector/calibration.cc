@@ -1,0 +1,405 @@
+#include "collectives/selector/calibration.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "collectives/p2p.h"
+#include "collectives/shm_segment.h"
+#include "core/copy.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "core/reduce.h"
+#include "core/store.h"
+#include "topology/detect.h"
+
+namespace braid::detail {
+namespace {
+
+constexpr size_t kSmallProbeBytes = 8;
+constexpr int kSmallRounds = 20;
+
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<uint8_t> toBytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string fromBytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Status mkdirs(const std::string& dir) {
+  std::string path;
+  std::stringstream ss(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') path = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    path += part + "/";
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return systemError("cannot create " + path + ": " + std::strerror(errno));
+    }
+  }
+  return Status::ok();
+}
+
+// The pair that probes a link class: {lower, higher} global ranks, or {-1, -1}.
+std::pair<int, int> intraPair(const std::vector<int>& hostOf) {
+  const int p = static_cast<int>(hostOf.size());
+  for (int a = 0; a < p; ++a) {
+    for (int b = a + 1; b < p; ++b) {
+      if (hostOf[a] == hostOf[b]) return {a, b};
+    }
+  }
+  return {-1, -1};
+}
+
+std::pair<int, int> interPair(const std::vector<int>& hostOf) {
+  for (int b = 1; b < static_cast<int>(hostOf.size()); ++b) {
+    if (hostOf[b] != hostOf[0]) return {0, b};
+  }
+  return {-1, -1};
+}
+
+Fingerprint probeFp(size_t bytes) {
+  Fingerprint fp;
+  fp.collective = Collective::kSend;
+  fp.type = DataType::kUint8;
+  fp.count = bytes;
+  return fp;
+}
+
+// Initiator: sends `bytes`, waits for an 8-byte answer; returns the round trip in µs. The
+// responder mirrors it. `echo`: the answer is as large as the message (a ping-pong).
+Status exchange(P2p& net, bool initiator, int peer, uint8_t* buf, size_t bytes, bool echo,
+                double* us) {
+  const size_t back = echo ? bytes : kSmallProbeBytes;
+  net.begin(0, probeFp(bytes));
+  const double t0 = nowUs();
+  if (initiator) {
+    net.postSend(peer, buf, bytes);
+    BRAID_RETURN_IF_ERROR(net.waitAll());
+    net.begin(0, probeFp(back));
+    net.postRecv(peer, buf, back);
+    BRAID_RETURN_IF_ERROR(net.waitAll());
+  } else {
+    net.postRecv(peer, buf, bytes);
+    BRAID_RETURN_IF_ERROR(net.waitAll());
+    net.begin(0, probeFp(back));
+    net.postSend(peer, buf, back);
+    BRAID_RETURN_IF_ERROR(net.waitAll());
+  }
+  *us = nowUs() - t0;
+  return Status::ok();
+}
+
+// α and β of one link between two ranks; only the initiator's numbers are meaningful.
+Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, int reps,
+                 LinkCost* out) {
+  std::vector<uint8_t> buf(large, 0x5a);
+  double us = 0;
+  // α: the median of small exchanges (after one warm-up): a step as the algorithms see it,
+  // including the scheduling delays of a shared or oversubscribed machine.
+  // Each round is one step as the algorithms run it: both sides post a receive and a send and
+  // wait for both (a symmetric exchange takes one one-way latency).
+  std::vector<uint8_t> in(kSmallProbeBytes);
+  std::vector<double> steps;
+  for (int i = 0; i <= kSmallRounds; ++i) {
+    net.begin(0, probeFp(kSmallProbeBytes));
+    const double t0 = nowUs();
+    BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), kSmallProbeBytes, peer, in.data(),
+                                       kSmallProbeBytes));
+    if (i > 0) steps.push_back(nowUs() - t0);
+  }
+  std::sort(steps.begin(), steps.end());
+  const double small = steps[steps.size() / 2];
+  // β: the slope between two one-way transfers (the first mid-size one warms the connection).
+  // Each is the best of `reps` (a 2-core machine shared with other work deschedules often).
+  double tMid = 1e30, tLarge = 1e30;
+  BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), mid, false, &us));
+  for (int i = 0; i < reps; ++i) {
+    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), mid, false, &us));
+    tMid = std::min(tMid, us);
+    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), large, false, &us));
+    tLarge = std::min(tLarge, us);
+  }
+  out->alphaUs = std::max(0.05, small);
+  double beta = (tLarge - tMid) / static_cast<double>(large - mid);
+  if (!(beta > 0)) beta = tLarge / static_cast<double>(large);  // noise: fall back to the mean
+  out->betaUsPerByte = beta;
+  return Status::ok();
+}
+
+// Hand-offs through this host's segment, every local rank at once (as the segment algorithms
+// run): empty ones for the synchronization cost, then ones that publish `bytes` into the own slot
+// (streamed, as copyToShared does) and read a peer's slot back, for the copy cost per byte.
+Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
+                    double* copyUsPerByte) {
+  Fingerprint fp;
+  fp.collective = Collective::kBarrier;
+  fp.type = DataType::kUint8;
+  bytes = std::min(bytes, seg.halfBytes());
+  std::vector<uint8_t> local(bytes, 0x3c);
+  const int peer = (seg.localIndex() + 1) % seg.localSize();
+  auto round = [&](size_t n, double* us) -> Status {
+    const double t0 = nowUs();
+    const uint64_t g = seg.nextGeneration();
+    const int h = static_cast<int>(g & 1);
+    copyToShared(seg.half(seg.localIndex(), h), local.data(), n);
+    seg.arrive(g, 0, fp);
+    BRAID_RETURN_IF_ERROR(seg.waitArrived(g, false));
+    if (n > 0) std::memcpy(local.data(), seg.half(peer, h), n);
+    seg.markDone(g);
+    BRAID_RETURN_IF_ERROR(seg.waitDone(g));
+    *us = nowUs() - t0;
+    return Status::ok();
+  };
+  // Medians: a descheduled round says little about the next.
+  std::vector<double> t(static_cast<size_t>(rounds));
+  double us = 0;
+  BRAID_RETURN_IF_ERROR(round(0, &us));
+  for (double& x : t) BRAID_RETURN_IF_ERROR(round(0, &x));
+  std::sort(t.begin(), t.end());
+  *syncUs = t[t.size() / 2] / 2;  // two hand-offs per round
+  std::vector<double> c(5);
+  BRAID_RETURN_IF_ERROR(round(bytes, &us));
+  for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
+  std::sort(c.begin(), c.end());
+  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 2] - 2 * *syncUs) / (2.0 * bytes) : 0;
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string localHostSummary() {
+  std::string nics;
+  const std::string method = paramString("BRAID_TOPO_FILE").empty() ? "sysfs" : "auto";
+  auto topo = topo::detectTopology(method);
+  if (topo.isOk()) {
+    if (const topo::Host* h = topo::localHost(*topo)) {
+      std::vector<std::string> names;
+      for (const topo::Nic& n : h->nics) {
+        if (n.kind == topo::NicKind::kLoopback) continue;
+        names.push_back(n.name + ":" + std::to_string(n.speedMbps));
+      }
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) nics += n + ",";
+    }
+  }
+  return "nics=" + nics + " cores=" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+std::string fabricFingerprint(const Placement& placement, const std::string& transport,
+                              const std::string& hostSummary) {
+  std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
+  for (int h : placement.hostOf) ++perHost[h];
+  std::string s = "v1 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  for (int n : perHost) s += std::to_string(n) + ",";
+  s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
+       hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
+  return s;
+}
+
+std::string cachePathFor(const std::string& fingerprint) {
+  std::string dir = paramString("BRAID_CALIBRATION_CACHE");
+  if (dir == "off" || dir == "0" || dir == "none") return "";
+  if (dir.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg != nullptr && xdg[0] == '/') {
+      dir = std::string(xdg) + "/braid";
+    } else if (home != nullptr && home[0] != '\0') {
+      dir = std::string(home) + "/.cache/braid";
+    } else {
+      return "";
+    }
+  }
+  char name[48];
+  std::snprintf(name, sizeof(name), "/fabric-%016llx.txt",
+                static_cast<unsigned long long>(fnv1a(fingerprint)));
+  return dir + name;
+}
+
+Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint) {
+  std::ifstream f(path);
+  if (!f) return invalidArgument("no calibration cache at " + path);
+  std::string line, fpLine, modelLine;
+  while (std::getline(f, line)) {
+    if (line.rfind("fingerprint ", 0) == 0) fpLine = line.substr(12);
+    if (line.rfind("model ", 0) == 0) modelLine = line.substr(6);
+  }
+  if (fpLine != fingerprint) return invalidArgument(path + " belongs to another fabric");
+  auto m = FabricModel::parse(modelLine);
+  if (!m.isOk()) return m.status().withContext(path);
+  m->source = "cache";
+  return m;
+}
+
+Status writeCachedModel(const std::string& path, const std::string& fingerprint,
+                        const FabricModel& model) {
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) BRAID_RETURN_IF_ERROR(mkdirs(path.substr(0, slash)));
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp);
+    if (!f) return systemError("cannot write " + tmp);
+    f << "# braid calibration cache: the alpha-beta-gamma model of one fabric (see "
+         "docs/tuning-file.md)\n";
+    f << "fingerprint " << fingerprint << "\n";
+    f << "model " << model.serialize() << "\n";
+    if (!f) return systemError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return systemError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+double measureReduceUsPerByte() {
+  constexpr size_t kElems = 64 * 1024;  // 256 KiB per operand: in L2, like a pipelined chunk
+  std::vector<float> a(kElems, 1.0f), b(kElems, 2.0f), out(kElems);
+  ReduceFn fn = getReduceFn(DataType::kFloat32, ReduceOp::kSum);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = nowUs();
+    fn(out.data(), a.data(), b.data(), kElems);
+    best = std::min(best, nowUs() - t0);
+  }
+  return best / (kElems * sizeof(float));
+}
+
+double measureCopyUsPerByte() {
+  constexpr size_t kBytes = 2u << 20;
+  std::vector<uint8_t> src(kBytes, 1), dst(kBytes, 0);
+  double best = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    const double t0 = nowUs();
+    std::memcpy(dst.data(), src.data(), kBytes);
+    best = std::min(best, nowUs() - t0);
+    src[static_cast<size_t>(i)] = dst[kBytes - 1 - static_cast<size_t>(i)];
+  }
+  return best / kBytes;
+}
+
+Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
+  Placement placement;
+  placement.hostOf = ctx.hostOf;
+  placement.segment = ctx.segmentPlacement;
+  const int size = placement.size();
+  const std::string mode = paramString("BRAID_CALIBRATION");
+  const std::string planKey = ctx.prefix + "sel/plan";
+
+  std::string fingerprint, cachePath;
+  if (ctx.rank == 0) {
+    std::string plan = "probe";
+    FabricModel m;  // defaults
+    m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (size <= 1 || mode == "off") {
+      plan = "model " + m.serialize();
+    } else if (mode == "auto") {
+      fingerprint = fabricFingerprint(placement, ctx.transport, localHostSummary());
+      cachePath = cachePathFor(fingerprint);
+      if (!cachePath.empty()) {
+        auto cached = readCachedModel(cachePath, fingerprint);
+        if (cached.isOk()) {
+          plan = "cache " + cached->serialize();
+        } else {
+          BRAID_INFO("calibration: %s; probing", cached.status().message().c_str());
+        }
+      }
+    }
+    if (mode == "probe") {
+      fingerprint = fabricFingerprint(placement, ctx.transport, localHostSummary());
+      cachePath = cachePathFor(fingerprint);
+    }
+    BRAID_RETURN_IF_ERROR(ctx.store->set(planKey, toBytes(plan)));
+  }
+  BRAID_ASSIGN_OR_RETURN(auto planBytes, ctx.store->get(planKey, ctx.deadline));
+  const std::string plan = fromBytes(planBytes);
+  if (plan.rfind("model ", 0) == 0 || plan.rfind("cache ", 0) == 0) {
+    BRAID_ASSIGN_OR_RETURN(FabricModel m, FabricModel::parse(plan.substr(6)));
+    m.source = plan.rfind("cache ", 0) == 0 ? "cache" : "default";
+    return m;
+  }
+
+  // Probe. Every rank goes through the same steps; most only wait for the result.
+  const double t0 = nowUs();
+  const auto intra = intraPair(ctx.hostOf);
+  const auto inter = interPair(ctx.hostOf);
+  auto runPair = [&](std::pair<int, int> pair, size_t mid, size_t large, int reps,
+                     const char* key) -> Status {
+    if (ctx.rank != pair.first && ctx.rank != pair.second) return Status::ok();
+    const bool initiator = ctx.rank == pair.first;
+    LinkCost l;
+    BRAID_RETURN_IF_ERROR(probeLink(*ctx.p2p, initiator, initiator ? pair.second : pair.first,
+                                    mid, large, reps, &l)
+                              .withContext(std::string("calibration probe of the ") + key +
+                                           " link between ranks " + std::to_string(pair.first) +
+                                           " and " + std::to_string(pair.second)));
+    if (initiator) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g", l.alphaUs, l.betaUsPerByte);
+      BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
+    }
+    return Status::ok();
+  };
+  if (intra.first >= 0) BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 3, "intra"));
+  if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, "inter"));
+  double syncUs = -1, segCopy = -1;
+  if (ctx.segment != nullptr) {
+    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 1u << 20, &syncUs, &segCopy)
+                              .withContext("calibration probe of the intra-host segment"));
+  }
+
+  if (ctx.rank == 0) {
+    FabricModel m;
+    m.source = "probe";
+    m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    m.gammaUsPerByte = measureReduceUsPerByte();
+    m.copyUsPerByte = measureCopyUsPerByte();
+    auto readLink = [&](const char* key, LinkCost* l) -> Status {
+      BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf", &l->alphaUs, &l->betaUsPerByte) != 2) {
+        return internalError(std::string("malformed calibration record for the ") + key + " link");
+      }
+      return Status::ok();
+    };
+    if (intra.first >= 0) BRAID_RETURN_IF_ERROR(readLink("intra", &m.intra));
+    if (inter.first >= 0) BRAID_RETURN_IF_ERROR(readLink("inter", &m.inter));
+    if (intra.first < 0 && inter.first >= 0) m.intra = m.inter;  // no two ranks share a host
+    if (inter.first < 0) m.inter = m.intra;                       // one host
+    // A segment hand-off as rank 0's host measured it; without a segment, half an intra round trip.
+    m.syncUs = syncUs > 0 ? syncUs : m.intra.alphaUs;
+    if (segCopy > 0) m.copyUsPerByte = segCopy;  // what the segment algorithms really copy at
+    if (!cachePath.empty()) {
+      Status w = writeCachedModel(cachePath, fingerprint, m);
+      if (!w.isOk()) BRAID_WARN("calibration cache not written: %s", w.toString().c_str());
+    }
+    BRAID_INFO("calibration probe took %.1f ms: %s", (nowUs() - t0) / 1000,
+               m.describe().c_str());
+    BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/model", toBytes(m.serialize())));
+  }
+  BRAID_ASSIGN_OR_RETURN(auto modelBytes, ctx.store->get(ctx.prefix + "sel/model", ctx.deadline));
+  BRAID_ASSIGN_OR_RETURN(FabricModel m, FabricModel::parse(fromBytes(modelBytes)));
+  m.source = "probe";
+  return m;
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,72 @@
+// Calibration: the numbers of the cost model (cost_model.h), measured at communicator creation
+// by a short probe, cached per fabric fingerprint, and agreed by every rank.
+//
+// Protocol (every rank runs it; every wait is bounded by the deadline):
+//   1. Rank 0 computes the fabric fingerprint (hosts, ranks per host, transport, this host's NICs
+//      and cores) and looks it up in the cache (BRAID_CALIBRATION_CACHE). It publishes a plan in
+//      the store: "model <serialized>" (cache hit, or BRAID_CALIBRATION=off: the defaults) or
+//      "probe".
+//   2. On "probe": the first two ranks of the first host with two ranks ping-pong over their
+//      intra-host link, rank 0 and the first rank of another host over the network link (8 B
+//      round trips for α; two one-way transfers of different sizes, each answered by 8 B, for β
+//      as the slope, which also cancels a token-bucket burst on shaped links). Every host's ranks
+//      time a few hand-offs through their shared segment. The lower rank of each pair publishes
+//      its numbers; rank 0 times the reduction kernel (γ) and memcpy locally, assembles the
+//      model, writes the cache and publishes "model ...".
+//   3. Every rank reads rank 0's model: the selection is identical everywhere.
+// The whole probe stays well under 200 ms on a 1 Gbit/s link (about 50 ms of transfers there).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+#include "collectives/selector/cost_model.h"
+#include "core/clock.h"
+
+namespace braid {
+class Store;
+}
+
+namespace braid::detail {
+
+class P2p;
+class ShmSegment;
+
+/// Text that identifies a fabric for the cache: hosts, ranks per host, transport, NICs, cores.
+std::string fabricFingerprint(const Placement& placement, const std::string& transport,
+                              const std::string& hostSummary);
+/// This host's NICs (name:speed, non-loopback, sorted) and online cores, for the fingerprint.
+std::string localHostSummary();
+/// The cache file for a fingerprint: DIR/fabric-<hash>.txt where DIR is BRAID_CALIBRATION_CACHE,
+/// else $XDG_CACHE_HOME/braid, else $HOME/.cache/braid; "" when the cache is off.
+std::string cachePathFor(const std::string& fingerprint);
+/// Reads a cached model; kInvalidArgument when absent, stale (another fingerprint) or malformed.
+Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint);
+/// Writes atomically (temporary file + rename), creating the directory.
+Status writeCachedModel(const std::string& path, const std::string& fingerprint,
+                        const FabricModel& model);
+
+/// Local kernel timings on this core (best of a few runs): µs per byte.
+double measureReduceUsPerByte();
+double measureCopyUsPerByte();
+
+/// One rank's view for the probe.
+struct ProbeContext {
+  int rank = 0;
+  std::vector<int> hostOf;
+  Store* store = nullptr;
+  std::string prefix;  ///< store key prefix of this communicator
+  P2p* p2p = nullptr;
+  ShmSegment* segment = nullptr;  ///< this host's segment, or null
+  std::string transport;          ///< "auto", "shm" or "tcp"
+  bool segmentPlacement = false;
+  Deadline deadline = Deadline::never();
+};
+
+/// Runs the protocol above; returns the model every rank agrees on.
+Result<FabricModel> calibrateFabric(const ProbeContext& ctx);
+
+}  // namespace braid::detail

@@ -1,0 +1,400 @@
+#include "collectives/selector/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace braid::detail {
+namespace {
+
+constexpr size_t kShmSmallBytes = 16 * 1024;           // allreduce/shm_direct.cc's small path
+constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
+constexpr size_t kHierP2pPieceBytes = size_t{4} << 20;
+
+int ceilLog2(int p) {
+  int d = 0;
+  while ((1 << d) < p) ++d;
+  return d;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// FabricModel
+
+std::string FabricModel::serialize() const {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g inter_alpha_us=%.6g "
+                "inter_beta_us_per_byte=%.6g gamma_us_per_byte=%.6g copy_us_per_byte=%.6g "
+                "sync_us=%.6g cores_per_host=%d",
+                intra.alphaUs, intra.betaUsPerByte, inter.alphaUs, inter.betaUsPerByte,
+                gammaUsPerByte, copyUsPerByte, syncUs, coresPerHost);
+  return buf;
+}
+
+Result<FabricModel> FabricModel::parse(const std::string& text) {
+  FabricModel m;
+  std::istringstream in(text);
+  std::string item;
+  int seen = 0;
+  while (in >> item) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return invalidArgument("fabric model: '" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
+      return invalidArgument("fabric model: bad value in '" + item + "'");
+    }
+    if (key == "intra_alpha_us") m.intra.alphaUs = v;
+    else if (key == "intra_beta_us_per_byte") m.intra.betaUsPerByte = v;
+    else if (key == "inter_alpha_us") m.inter.alphaUs = v;
+    else if (key == "inter_beta_us_per_byte") m.inter.betaUsPerByte = v;
+    else if (key == "gamma_us_per_byte") m.gammaUsPerByte = v;
+    else if (key == "copy_us_per_byte") m.copyUsPerByte = v;
+    else if (key == "sync_us") m.syncUs = v;
+    else if (key == "cores_per_host") m.coresPerHost = static_cast<int>(v);
+    else return invalidArgument("fabric model: unknown key '" + key + "'");
+    ++seen;
+  }
+  if (seen < 7) return invalidArgument("fabric model: incomplete ('" + text + "')");
+  return m;
+}
+
+std::string FabricModel::describe() const {
+  auto gbps = [](double beta) { return beta > 0 ? 1e-3 / beta : 0.0; };
+  char buf[400];
+  std::snprintf(buf, sizeof(buf),
+                "intra α %.2f us β %.2f GB/s; inter α %.2f us β %.3f GB/s; γ %.2f GB/s; copy "
+                "%.2f GB/s; sync %.2f us; %d cores/host; from %s",
+                intra.alphaUs, gbps(intra.betaUsPerByte), inter.alphaUs, gbps(inter.betaUsPerByte),
+                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, coresPerHost, source.c_str());
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names
+
+const char* selCollectiveName(SelCollective c) {
+  switch (c) {
+    case SelCollective::kAllReduce: return "allreduce";
+    case SelCollective::kReduceScatter: return "reducescatter";
+    case SelCollective::kAllGather: return "allgather";
+    case SelCollective::kBroadcast: return "broadcast";
+    case SelCollective::kReduce: return "reduce";
+    case SelCollective::kAllToAll: return "alltoall";
+  }
+  return "?";
+}
+
+Result<SelCollective> parseSelCollective(const std::string& name) {
+  for (SelCollective c : {SelCollective::kAllReduce, SelCollective::kReduceScatter,
+                          SelCollective::kAllGather, SelCollective::kBroadcast,
+                          SelCollective::kReduce, SelCollective::kAllToAll}) {
+    if (name == selCollectiveName(c)) return c;
+  }
+  return invalidArgument("unknown collective '" + name +
+                         "'; valid: allreduce, reducescatter, allgather, broadcast, reduce, "
+                         "alltoall");
+}
+
+const std::vector<std::string>& modelAlgorithms(SelCollective c) {
+  static const std::vector<std::string> kAllReduce = {
+      "ring", "tree", "halving_doubling", "shm", "hierarchical", "hierarchical_leader"};
+  static const std::vector<std::string> kRing = {"ring"};
+  static const std::vector<std::string> kTree = {"tree"};
+  static const std::vector<std::string> kPairwise = {"pairwise"};
+  switch (c) {
+    case SelCollective::kAllReduce: return kAllReduce;
+    case SelCollective::kReduceScatter:
+    case SelCollective::kAllGather: return kRing;
+    case SelCollective::kBroadcast:
+    case SelCollective::kReduce: return kTree;
+    case SelCollective::kAllToAll: return kPairwise;
+  }
+  return kRing;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placement
+
+int Placement::numHosts() const {
+  int h = 0;
+  for (int x : hostOf) h = std::max(h, x + 1);
+  return std::max(h, 1);
+}
+
+Placement Placement::uniform(int hosts, int perHost, bool segment) {
+  Placement p;
+  for (int h = 0; h < hosts; ++h) {
+    for (int l = 0; l < perHost; ++l) p.hostOf.push_back(h);
+  }
+  p.segment = segment && perHost > 1;
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CostModel
+
+CostModel::CostModel(const FabricModel& model, const Placement& placement)
+    : model_(model), placement_(placement) {
+  const int p = placement_.size();
+  hosts_ = placement_.numHosts();
+  std::vector<int> perHost(static_cast<size_t>(hosts_), 0);
+  for (int h : placement_.hostOf) ++perHost[h];
+  minLocal_ = *std::min_element(perHost.begin(), perHost.end());
+  maxLocal_ = *std::max_element(perHost.begin(), perHost.end());
+  if (p <= 1) return;
+
+  // Ring: every rank sends to r+1; p−1 reduce-scatter steps (reducing S/p) and p−1 all-gather
+  // steps, S/p bytes each.
+  Messages ringMsgs;
+  for (int r = 0; r < p; ++r) ringMsgs.pairs.push_back({r, (r + 1) % p});
+  const double dp = p;
+  ring_ = {makePhase(ringMsgs, 1 / dp, p - 1, 1 / dp), makePhase(ringMsgs, 1 / dp, p - 1, 0)};
+  reduceScatter_ = {makePhase(ringMsgs, 1 / dp, p - 1, 1 / dp)};
+  allGather_ = {makePhase(ringMsgs, 1 / dp, p - 1, 0)};
+
+  // Halving/doubling (halving_doubling.cc): fold the first 2e ranks pairwise, then log2 q rounds
+  // of recursive halving (farthest partner first) and the same rounds back, then unfold.
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  const int extra = p - q;
+  auto real = [&](int v) { return v < extra ? v * 2 + 1 : v + extra; };
+  if (extra > 0) {
+    Messages fold;
+    for (int i = 0; i < extra; ++i) fold.pairs.push_back({2 * i, 2 * i + 1});
+    halvingDoubling_.push_back(makePhase(fold, 1, 1, 1));
+  }
+  double frac = 1;
+  std::vector<Phase> rounds;
+  for (int dist = q / 2; dist >= 1; dist /= 2) {
+    frac /= 2;
+    Messages m;
+    for (int v = 0; v < q; ++v) m.pairs.push_back({real(v), real(v ^ dist)});
+    rounds.push_back(makePhase(m, frac, 1, frac));
+  }
+  for (const Phase& ph : rounds) halvingDoubling_.push_back(ph);
+  for (auto it = rounds.rbegin(); it != rounds.rend(); ++it) {
+    Phase ph = *it;
+    ph.gammaFrac = 0;
+    halvingDoubling_.push_back(ph);
+  }
+  if (extra > 0) {
+    Messages unfold;
+    for (int i = 0; i < extra; ++i) unfold.pairs.push_back({2 * i + 1, 2 * i});
+    halvingDoubling_.push_back(makePhase(unfold, 1, 1, 0));
+  }
+
+  // All-to-all (all_to_all.cc): step s sends block (r+s) mod p to rank r+s. Large worlds are
+  // priced by one representative step.
+  if (p <= 64) {
+    for (int s = 1; s < p; ++s) {
+      Messages m;
+      for (int r = 0; r < p; ++r) m.pairs.push_back({r, (r + s) % p});
+      allToAll_.push_back(makePhase(m, 1 / dp, 1, 0));
+    }
+  } else {
+    Messages m;
+    for (int r = 0; r < p; ++r) m.pairs.push_back({r, (r + p / 2) % p});
+    allToAll_.push_back(makePhase(m, 1 / dp, p - 1, 0));
+  }
+
+  // Binomial tree rooted at 0 (broadcast.cc): depth ⌈log2 p⌉; the root has the most children.
+  treeDepth_ = ceilLog2(p);
+  treeFanout_ = treeDepth_;
+  for (int v = 1; v < p; ++v) {
+    const int parent = v & (v - 1);  // clear the lowest set bit
+    if (placement_.hostOf[v] != placement_.hostOf[parent]) treeInter_ = true;
+  }
+}
+
+double CostModel::cpuShare(int activeOnHost) const {
+  if (model_.coresPerHost <= 0 || activeOnHost <= model_.coresPerHost) return 1;
+  return static_cast<double>(activeOnHost) / model_.coresPerHost;
+}
+
+CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double repeat,
+                                      double gammaFrac) const {
+  Phase ph;
+  ph.repeat = repeat;
+  ph.frac = frac;
+  ph.gammaFrac = gammaFrac;
+  const size_t h = static_cast<size_t>(hosts_);
+  std::vector<int> out(h, 0), in(h, 0), active(h, 0);
+  std::vector<uint8_t> seen(placement_.hostOf.size(), 0);
+  for (const auto& [s, d] : m.pairs) {
+    const int hs = placement_.hostOf[s], hd = placement_.hostOf[d];
+    if (hs != hd) {
+      ph.inter = true;
+      ++out[hs];
+      ++in[hd];
+    } else {
+      ph.intra = true;
+    }
+    for (int r : {s, d}) {
+      if (!seen[r]) {
+        seen[r] = 1;
+        ++active[placement_.hostOf[r]];
+      }
+    }
+  }
+  int share = 1, busiest = 1;
+  for (size_t i = 0; i < h; ++i) {
+    share = std::max({share, out[i], in[i]});
+    busiest = std::max(busiest, active[i]);
+  }
+  ph.interShare = share;
+  ph.intraShare = cpuShare(busiest);
+  return ph;
+}
+
+double CostModel::phaseUs(const Phase& ph, double bytes) const {
+  const double b = ph.frac * bytes;
+  double t = 0;
+  if (ph.intra) {
+    t = std::max(t, ph.intraShare * (model_.intra.alphaUs + b * model_.intra.betaUsPerByte));
+  }
+  if (ph.inter) {
+    t = std::max(t, ph.intraShare * model_.inter.alphaUs +
+                        b * model_.inter.betaUsPerByte * std::max(ph.interShare, ph.intraShare));
+  }
+  t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte;
+  return ph.repeat * t;
+}
+
+double CostModel::sumUs(const std::vector<Phase>& phases, double bytes) const {
+  double t = 0;
+  for (const Phase& ph : phases) t += phaseUs(ph, bytes);
+  return t;
+}
+
+// Pipelined binomial tree: c chunks; the first chunk needs depth edge crossings, every further
+// chunk one step of the busiest node (the root sends it to ⌈log2 p⌉ children one after another).
+double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
+  const int p = placement_.size();
+  if (p <= 1) return 0;
+  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / chunk));
+  const double cb = bytes / c;
+  const LinkCost& l = treeInter_ ? model_.inter : model_.intra;
+  const double cpu = cpuShare(maxLocal_);
+  const double edge = cpu * l.alphaUs + cb * l.betaUsPerByte * cpu +
+                      (reduce ? cpu * cb * model_.gammaUsPerByte : 0);
+  return treeDepth_ * edge + (c - 1) * treeFanout_ * edge;
+}
+
+// The shm algorithm (allreduce/shm_direct.cc) on one host of L ranks, per segment piece.
+double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
+  const size_t half = std::max<size_t>(placement_.segmentHalfBytes, 4096);
+  const double cpu = cpuShare(L);
+  double t = 0;
+  size_t done = 0;
+  do {
+    const size_t n = std::min(half, bytes - done);
+    const double dn = static_cast<double>(n);
+    // sync and copy were measured with every local rank at once (their contention included);
+    // the reduction kernel alone on one core, so it pays the oversubscription.
+    if (n <= kShmSmallBytes) {
+      t += 2 * model_.syncUs + dn * model_.copyUsPerByte +
+           cpu * (L - 1) * dn * model_.gammaUsPerByte;
+    } else {
+      t += 2 * model_.syncUs + 2 * dn * model_.copyUsPerByte +
+           cpu * (L - 1) * dn / L * model_.gammaUsPerByte;
+    }
+    done += n;
+  } while (done < bytes);
+  return t;
+}
+
+// A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
+// `share` such groups at once (hierarchical.cc's rule: halving/doubling for H > 2 below 256 KiB).
+double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
+  if (hosts <= 1) return 0;
+  const double S = static_cast<double>(bytes);
+  const LinkCost& l = model_.inter;
+  const double cpu = cpuShare(maxLocal_);
+  if (hosts > 2 && bytes < kHierInterHdBytes) {
+    int q = 1, lg = 0;
+    while (q * 2 <= hosts) q *= 2, ++lg;
+    double t = 2 * lg * cpu * l.alphaUs + 2.0 * (q - 1) / q * S * l.betaUsPerByte * share +
+               (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
+    if (q != hosts) t += 2 * (cpu * l.alphaUs + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
+    return t;
+  }
+  const double H = hosts;
+  return 2 * (H - 1) * (cpu * l.alphaUs + S / H * l.betaUsPerByte * share) +
+         (H - 1) / H * S * model_.gammaUsPerByte * cpu;
+}
+
+// hierarchical.cc: per piece, intra reduce-scatter (k = min local ranks shards), inter-host
+// all-reduce of each shard among the k owner groups (sharing each host's link), intra all-gather;
+// the leader variant uses one shard.
+double CostModel::hierarchicalUs(size_t bytes, bool leader) const {
+  const int L = maxLocal_;
+  const int k = leader ? 1 : minLocal_;
+  const bool seg = placement_.segment && L > 1;
+  const size_t piece = seg ? std::max<size_t>(placement_.segmentHalfBytes, 4096) : kHierP2pPieceBytes;
+  const double cpu = cpuShare(L);
+  double t = 0;
+  size_t done = 0;
+  do {
+    const size_t n = std::min(piece, bytes - done);
+    const double dn = static_cast<double>(n);
+    if (L > 1) {
+      if (seg) {
+        t += 2 * model_.syncUs + 2 * dn * model_.copyUsPerByte +
+             cpu * (L - 1) * dn / k * model_.gammaUsPerByte;
+      } else {
+        t += cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * dn / k * model_.intra.betaUsPerByte +
+                    (L - 1) * dn / k * model_.gammaUsPerByte);
+      }
+    }
+    t += flatInterUs(n / static_cast<size_t>(k), hosts_, k);
+    done += n;
+  } while (done < bytes);
+  return t;
+}
+
+std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) const {
+  const auto& names = modelAlgorithms(c);
+  if (std::find(names.begin(), names.end(), algo) == names.end()) {
+    return std::string("not an algorithm of ") + selCollectiveName(c);
+  }
+  if (c != SelCollective::kAllReduce) return "";
+  if (algo == "shm" && (hosts_ > 1 || !placement_.segment)) {
+    return hosts_ > 1 ? "needs every rank on one host" : "needs the shm transport";
+  }
+  if ((algo == "hierarchical" || algo == "hierarchical_leader") && hosts_ <= 1) {
+    return "needs ranks on more than one host";
+  }
+  return "";
+}
+
+double CostModel::predictUs(SelCollective c, const std::string& algo, size_t bytes,
+                            size_t chunkBytes) const {
+  if (!unavailableWhy(c, algo).empty()) return -1;
+  if (placement_.size() <= 1) return 0;
+  const size_t chunk = std::max<size_t>(chunkBytes ? chunkBytes : placement_.chunkBytes, 4096);
+  const double S = static_cast<double>(bytes);
+  switch (c) {
+    case SelCollective::kAllReduce:
+      if (algo == "ring") return sumUs(ring_, S);
+      if (algo == "halving_doubling") return sumUs(halvingDoubling_, S);
+      if (algo == "tree") return treeUs(true, bytes, chunk) + treeUs(false, bytes, chunk);
+      if (algo == "shm") return segmentAllReduceUs(bytes, placement_.size());
+      if (algo == "hierarchical") return hierarchicalUs(bytes, false);
+      if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true);
+      return -1;
+    case SelCollective::kReduceScatter: return sumUs(reduceScatter_, S);
+    case SelCollective::kAllGather: return sumUs(allGather_, S);
+    case SelCollective::kBroadcast: return treeUs(false, bytes, chunk);
+    case SelCollective::kReduce: return treeUs(true, bytes, chunk);
+    case SelCollective::kAllToAll: return sumUs(allToAll_, S);
+  }
+  return -1;
+}
+
+}  // namespace braid::detail

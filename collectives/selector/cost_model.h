@@ -1,0 +1,127 @@
+// The α-β-γ cost model behind algorithm selection.
+//
+// A fabric is described by two link classes, measured at communicator creation by a short probe
+// (calibration.h) or read from the calibration cache:
+//   intra: two ranks of one host (the shm transport, or tcp over loopback when BRAID_TRANSPORT=tcp)
+//   inter: two ranks on different hosts (tcp)
+// each with α (µs per message: latency plus software overhead) and β (µs per byte), plus γ (µs per
+// byte reduced, float sum), the memory copy cost per byte and the cost of one hand-off through the
+// intra-host shared segment (used by the segment-based algorithms: shm and hierarchical).
+//
+// Each algorithm's schedule is written down as phases: in one phase, a set of ranks exchange
+// messages of a fraction of S bytes concurrently, and the phase lasts as long as its slowest
+// message. A message costs α + b·β·share of its link class, where share counts the messages that
+// cross one host's network link in the same direction in that phase (they split its bandwidth)
+// and, within a host, how many ranks compete for each core when ranks outnumber cores. The
+// phases are derived once per communicator from the real rank placement (hostOf), so the model
+// sees which ring edges and tree edges cross hosts; a prediction is then a sum over a few dozen
+// phases, cheap enough to evaluate per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+
+namespace braid::detail {
+
+/// α (µs per message) and β (µs per byte) of one link class.
+struct LinkCost {
+  double alphaUs = 0;
+  double betaUsPerByte = 0;
+};
+
+/// Everything the model knows about the machine; identical on every rank (rank 0's measurement,
+/// agreed through the store), so that every rank predicts the same and selects the same.
+struct FabricModel {
+  LinkCost intra{2.0, 1.0 / 4000.0};   // 4 GB/s
+  LinkCost inter{30.0, 1.0 / 1000.0};  // 1 GB/s
+  double gammaUsPerByte = 1.0 / 8000.0;
+  double copyUsPerByte = 1.0 / 8000.0;
+  double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
+  int coresPerHost = 0;  ///< 0 = unknown (no oversubscription penalty)
+  /// Where the numbers came from: "default", "probe", "cache", "file" (tests, braid-tune).
+  std::string source = "default";
+
+  /// "intra.alpha_us=... " one key=value per field, stable order; parse() reads it back.
+  std::string serialize() const;
+  static Result<FabricModel> parse(const std::string& text);
+  /// One line for logs: "intra α 1.2 µs β 5.1 GB/s, inter ..., γ ..., from probe".
+  std::string describe() const;
+};
+
+/// The collectives and their algorithms as the selector knows them. kAllReduce algorithm names
+/// match detail::allReduceAlgoName.
+enum class SelCollective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+const char* selCollectiveName(SelCollective c);
+/// "allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall".
+Result<SelCollective> parseSelCollective(const std::string& name);
+
+/// Every algorithm the model can price for a collective, in a stable order. For all-reduce:
+/// ring, tree, halving_doubling, shm, hierarchical, hierarchical_leader.
+const std::vector<std::string>& modelAlgorithms(SelCollective c);
+
+/// Where the ranks are: host index of every rank (hosts numbered 0..H−1).
+struct Placement {
+  std::vector<int> hostOf;
+  bool segment = false;  ///< an intra-host shared segment exists (shm transport)
+  size_t segmentHalfBytes = 4u << 20;  ///< piece size of the segment algorithms
+  size_t chunkBytes = 1u << 20;        ///< BRAID_CHUNK_BYTES (tree pipelining)
+
+  int size() const { return static_cast<int>(hostOf.size()); }
+  int numHosts() const;
+  /// Host-major placement of `hosts` × `perHost` ranks (tests, braid-tune what-ifs).
+  static Placement uniform(int hosts, int perHost, bool segment);
+};
+
+/// Predicts the time of every algorithm of every collective for one placement and model.
+class CostModel {
+ public:
+  CostModel(const FabricModel& model, const Placement& placement);
+
+  /// Predicted µs for `bytes` (all-reduce/broadcast/reduce: the vector; reduce-scatter and
+  /// all-gather: the total of all blocks; all-to-all: one rank's send buffer), or a negative
+  /// value when the algorithm cannot run on this placement (shm across hosts, hierarchical on one
+  /// host). `chunkBytes` 0 = the placement's.
+  double predictUs(SelCollective c, const std::string& algo, size_t bytes,
+                   size_t chunkBytes = 0) const;
+  /// Why `algo` cannot run here ("" when it can).
+  std::string unavailableWhy(SelCollective c, const std::string& algo) const;
+
+  const FabricModel& model() const { return model_; }
+  const Placement& placement() const { return placement_; }
+
+ private:
+  // One phase: concurrent messages of frac·S bytes (+ constBytes), repeated `repeat` times.
+  struct Phase {
+    double repeat = 1;
+    double frac = 0;
+    bool intra = false, inter = false;  // which link classes carry a message
+    double intraShare = 1, interShare = 1;
+    double gammaFrac = 0;  // fraction of S reduced by the busiest rank in this phase
+  };
+  struct Messages {  // (src, dst) pairs of one phase, in global ranks
+    std::vector<std::pair<int, int>> pairs;
+  };
+  Phase makePhase(const Messages& m, double frac, double repeat, double gammaFrac) const;
+  double phaseUs(const Phase& ph, double bytes) const;
+  double sumUs(const std::vector<Phase>& phases, double bytes) const;
+  double treeUs(bool reduce, size_t bytes, size_t chunk) const;
+  double segmentAllReduceUs(size_t bytes, int localRanks) const;
+  double flatInterUs(size_t bytes, int hosts, double share) const;
+  double hierarchicalUs(size_t bytes, bool leader) const;
+  double cpuShare(int activeOnHost) const;
+
+  FabricModel model_;
+  Placement placement_;
+  int hosts_ = 1;
+  int minLocal_ = 1, maxLocal_ = 1;
+  std::vector<Phase> ring_, halvingDoubling_, reduceScatter_, allGather_, allToAll_;
+  int treeDepth_ = 0;
+  double treeFanout_ = 0;   // children of the busiest tree node
+  bool treeInter_ = false;  // some tree edge crosses hosts
+};
+
+}  // namespace braid::detail

@@ -1,0 +1,314 @@
+// The selector's pieces without a communicator: tuning-file and BRAID_ALGO parsing, the cost
+// model's picks for fixed α/β/γ, and the calibration cache.
+#include "collectives/selector/selector.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "collectives/selector/calibration.h"
+#include "collectives/selector/cost_model.h"
+#include "collectives/selector/rules.h"
+#include "core/params.h"
+
+namespace braid::detail {
+namespace {
+
+// Substring check without gmock.
+#define EXPECT_CONTAINS(hay, needle) \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+// ---------------------------------------------------------------------------------------------
+// Tuning files
+
+TEST(TuningFile, ParsesRulesRangesAliasesAndComments) {
+  const std::string text =
+      "# a comment\n"
+      "\n"
+      "allreduce bytes=0-64K ranks=2-8 hosts=1 algo=shm   # trailing comment\n"
+      "allreduce bytes=64K-* hosts=2-* algo=hier chunk=512K\n"
+      "broadcast algo=tree\n"
+      "allreduce algo=hd\n";
+  auto rules = parseTuningRules(text, "t.txt");
+  ASSERT_TRUE(rules.isOk()) << rules.status().toString();
+  ASSERT_EQ(rules->size(), 4u);
+  EXPECT_EQ((*rules)[0].algorithm, "shm");
+  EXPECT_EQ((*rules)[0].bytes.hi, 65536u);
+  EXPECT_EQ((*rules)[0].where, "t.txt:3");
+  EXPECT_EQ((*rules)[1].algorithm, "hierarchical");
+  EXPECT_EQ((*rules)[1].chunkBytes, 512u * 1024);
+  EXPECT_EQ((*rules)[3].algorithm, "halving_doubling");
+
+  // First match wins; ranges are inclusive.
+  const TuningRule* r = matchRule(*rules, SelCollective::kAllReduce, 65536, 4, 1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->algorithm, "shm");
+  r = matchRule(*rules, SelCollective::kAllReduce, 65537, 4, 1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->algorithm, "halving_doubling");  // hosts=1 misses rule 2
+  r = matchRule(*rules, SelCollective::kAllReduce, 1 << 20, 16, 2);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->algorithm, "hierarchical");
+  EXPECT_EQ(matchRule(*rules, SelCollective::kAllGather, 8, 2, 1), nullptr);
+
+  // What formatRule writes parses back to the same rule.
+  auto again = parseTuningRules(formatRule((*rules)[1]), "again");
+  ASSERT_TRUE(again.isOk()) << again.status().toString();
+  EXPECT_EQ((*again)[0].bytes.lo, (*rules)[1].bytes.lo);
+  EXPECT_EQ((*again)[0].bytes.hi, (*rules)[1].bytes.hi);
+  EXPECT_EQ((*again)[0].hosts.lo, 2u);
+  EXPECT_EQ((*again)[0].chunkBytes, (*rules)[1].chunkBytes);
+}
+
+TEST(TuningFile, MalformedLinesNameFileAndLine) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"allreduce algo=ring\nallgatherx algo=ring\n", "f.txt:2: unknown collective 'allgatherx'"},
+      {"\n\nallreduce bytes=9-1 algo=ring\n", "f.txt:3: bad bytes range '9-1'"},
+      {"allreduce bytes=1-2\n", "f.txt:1: missing algo=NAME"},
+      {"allreduce speed=3 algo=ring\n", "f.txt:1: unknown key 'speed'"},
+      {"allreduce algo=ring algo=tree\n", "f.txt:1: 'algo' given twice"},
+      {"allreduce ring\n", "f.txt:1: 'ring' is not key=value"},
+      {"allreduce algo=ring chunk=12\n", "f.txt:1: bad chunk '12'"},
+      {"# ok\nallreduce algo=bogus\n",
+       "f.txt:2: unknown allreduce algorithm 'bogus'; valid: ring, tree, halving_doubling, shm, "
+       "hierarchical, hierarchical_leader"},
+      {"broadcast algo=ring\n", "f.txt:1: unknown broadcast algorithm 'ring'; valid: tree"},
+  };
+  for (const Case& c : cases) {
+    auto r = parseTuningRules(c.text, "f.txt");
+    ASSERT_FALSE(r.isOk()) << c.text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_CONTAINS(r.status().message(), c.expect) << c.text;
+  }
+}
+
+TEST(TuningFile, MissingFileIsAnError) {
+  auto r = readTuningFile("/nonexistent/braid-tuning.txt");
+  ASSERT_FALSE(r.isOk());
+  EXPECT_CONTAINS(r.status().message(), "/nonexistent/braid-tuning.txt");
+}
+
+// ---------------------------------------------------------------------------------------------
+// BRAID_ALGO
+
+TEST(AlgoOverrides, BareNameMeansAllReduce) {
+  auto o = parseAlgoOverrideSpec("ring");
+  ASSERT_TRUE(o.isOk());
+  EXPECT_EQ(o->get(SelCollective::kAllReduce), "ring");
+  EXPECT_EQ(o->get(SelCollective::kBroadcast), "");
+}
+
+TEST(AlgoOverrides, PerCollectiveListAndAliases) {
+  auto o = parseAlgoOverrideSpec("allreduce:hd; broadcast:tree;;reducescatter:ring");
+  ASSERT_TRUE(o.isOk()) << o.status().toString();
+  EXPECT_EQ(o->get(SelCollective::kAllReduce), "halving_doubling");
+  EXPECT_EQ(o->get(SelCollective::kBroadcast), "tree");
+  EXPECT_EQ(o->get(SelCollective::kReduceScatter), "ring");
+  EXPECT_EQ(o->get(SelCollective::kAllGather), "");
+  auto cleared = parseAlgoOverrideSpec("allreduce:tree;allreduce:auto");
+  ASSERT_TRUE(cleared.isOk());
+  EXPECT_EQ(cleared->get(SelCollective::kAllReduce), "");
+  EXPECT_TRUE(parseAlgoOverrideSpec("").isOk());
+}
+
+TEST(AlgoOverrides, UnknownNamesListTheValidOnes) {
+  auto a = parseAlgoOverrideSpec("allreduce:bogus");
+  ASSERT_FALSE(a.isOk());
+  EXPECT_CONTAINS(a.status().message(), "unknown allreduce algorithm 'bogus'; valid: ring, tree, "
+                        "halving_doubling, shm, hierarchical, hierarchical_leader");
+  auto c = parseAlgoOverrideSpec("allreduce:ring;gather:ring");
+  ASSERT_FALSE(c.isOk());
+  EXPECT_CONTAINS(c.status().message(), "unknown collective 'gather'; valid: allreduce, reducescatter, "
+                        "allgather, broadcast, reduce, alltoall");
+  auto b = parseAlgoOverrideSpec("broadcast:ring");
+  ASSERT_FALSE(b.isOk());
+  EXPECT_CONTAINS(b.status().message(), "valid: tree");
+  auto bare = parseAlgoOverrideSpec("rings");
+  ASSERT_FALSE(bare.isOk());
+  EXPECT_CONTAINS(bare.status().message(), "'rings'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+FabricModel testModel() {
+  FabricModel m;
+  m.intra = {1.0, 1.0 / 8000};   // 1 µs, 8 GB/s
+  m.inter = {25.0, 1.0 / 125};   // 25 µs, 125 MB/s (1 Gbit/s)
+  m.gammaUsPerByte = 1.0 / 16000;
+  m.copyUsPerByte = 1.0 / 16000;
+  m.syncUs = 0.5;
+  m.coresPerHost = 64;
+  m.source = "test";
+  return m;
+}
+
+std::string pick(const Selector& s, size_t bytes) {
+  return s.decide(SelCollective::kAllReduce, bytes).algorithm;
+}
+
+TEST(CostModel, OneHostPrefersTheSegment) {
+  Selector s(testModel(), Placement::uniform(1, 4, true), {}, {}, false);
+  for (size_t bytes : {size_t{8}, size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(pick(s, bytes), "shm") << bytes;
+  }
+  // Without the segment (BRAID_TRANSPORT=tcp): no shm, and no hierarchical on one host.
+  Selector tcp(testModel(), Placement::uniform(1, 4, false), {}, {}, false);
+  EXPECT_LT(tcp.costModel().predictUs(SelCollective::kAllReduce, "shm", 8), 0);
+  EXPECT_LT(tcp.costModel().predictUs(SelCollective::kAllReduce, "hierarchical", 8), 0);
+  EXPECT_NE(pick(tcp, 8), "shm");
+}
+
+TEST(CostModel, LatencyBoundAvoidsRingBandwidthBoundAvoidsTree) {
+  FabricModel m = testModel();
+  m.intra = {20.0, 1.0 / 1000};
+  Selector s(m, Placement::uniform(1, 8, false), {}, {}, false);
+  const std::string small = pick(s, 8);
+  EXPECT_TRUE(small == "halving_doubling" || small == "tree") << small;
+  const std::string large = pick(s, 64 << 20);
+  EXPECT_TRUE(large == "ring" || large == "halving_doubling") << large;
+  const CostModel& cm = s.costModel();
+  EXPECT_GT(cm.predictUs(SelCollective::kAllReduce, "ring", 8),
+            2 * cm.predictUs(SelCollective::kAllReduce, "halving_doubling", 8));
+  EXPECT_GT(cm.predictUs(SelCollective::kAllReduce, "tree", 64 << 20),
+            1.5 * cm.predictUs(SelCollective::kAllReduce, "ring", 64 << 20));
+}
+
+TEST(CostModel, TwoHostsPreferTheHierarchyForLargeMessages) {
+  Selector s(testModel(), Placement::uniform(2, 2, true), {}, {}, false);
+  const std::string large = pick(s, 16 << 20);
+  EXPECT_EQ(large, "hierarchical");
+  const CostModel& cm = s.costModel();
+  // The flat ring pushes (p−1)/p of S over the shared host link twice per rank pair.
+  EXPECT_GT(cm.predictUs(SelCollective::kAllReduce, "ring", 16 << 20),
+            1.3 * cm.predictUs(SelCollective::kAllReduce, "hierarchical", 16 << 20));
+  EXPECT_LT(cm.predictUs(SelCollective::kAllReduce, "shm", 8), 0);
+  const std::string small = pick(s, 8);
+  EXPECT_TRUE(small == "hierarchical_leader" || small == "hierarchical") << small;
+}
+
+TEST(CostModel, DeterministicAndMonotoneInSize) {
+  Selector a(testModel(), Placement::uniform(2, 3, true), {}, {}, false);
+  Selector b(testModel(), Placement::uniform(2, 3, true), {}, {}, false);
+  for (const std::string& algo : modelAlgorithms(SelCollective::kAllReduce)) {
+    double prev = 0;
+    for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {
+      const double t = a.costModel().predictUs(SelCollective::kAllReduce, algo, bytes);
+      EXPECT_EQ(t, b.costModel().predictUs(SelCollective::kAllReduce, algo, bytes));
+      if (t < 0) continue;
+      EXPECT_GE(t, prev) << algo << " " << bytes;
+      prev = t;
+    }
+  }
+  for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) EXPECT_EQ(pick(a, bytes), pick(b, bytes));
+  // The other collectives are priced too.
+  for (SelCollective c : {SelCollective::kReduceScatter, SelCollective::kAllGather,
+                          SelCollective::kBroadcast, SelCollective::kReduce,
+                          SelCollective::kAllToAll}) {
+    EXPECT_GT(a.costModel().predictUs(c, modelAlgorithms(c)[0], 1 << 20), 0) << selCollectiveName(c);
+  }
+}
+
+TEST(Selector, PrecedenceApiThenEnvThenFileThenModel) {
+  auto rules = parseTuningRules("allreduce bytes=0-1K algo=tree chunk=64K\n", "rules");
+  ASSERT_TRUE(rules.isOk());
+  auto env = parseAlgoOverrideSpec("broadcast:tree");
+  ASSERT_TRUE(env.isOk());
+  Selector s(testModel(), Placement::uniform(1, 4, true), *env, *rules, false);
+  Decision d = s.decide(SelCollective::kAllReduce, 512);
+  EXPECT_EQ(d.algorithm, "tree");
+  EXPECT_EQ(d.chunkBytes, 64u * 1024);
+  EXPECT_EQ(d.reason, "tuning file rules:1");
+  d = s.decide(SelCollective::kAllReduce, 4096);
+  EXPECT_EQ(d.algorithm, "shm");
+  EXPECT_EQ(d.reason, "model");
+  d = s.decide(SelCollective::kAllReduce, 512, "ring");
+  EXPECT_EQ(d.algorithm, "ring");
+  EXPECT_EQ(d.reason, "forced by the API");
+  auto env2 = parseAlgoOverrideSpec("allreduce:halving_doubling");
+  Selector s2(testModel(), Placement::uniform(1, 4, true), *env2, *rules, false);
+  d = s2.decide(SelCollective::kAllReduce, 512);
+  EXPECT_EQ(d.algorithm, "halving_doubling");
+  EXPECT_EQ(d.reason, "BRAID_ALGO=allreduce:halving_doubling");
+  const std::string line = s2.explain(SelCollective::kAllReduce, 512, d);
+  EXPECT_CONTAINS(line, "explain: allreduce 512 B on 4 ranks / 1 host(s): candidates ring=");
+  EXPECT_CONTAINS(line, "halving_doubling=");
+  EXPECT_CONTAINS(line, "-> halving_doubling (BRAID_ALGO=allreduce:halving_doubling)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibration cache
+
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/braid-selector-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    setParamForTesting("BRAID_CALIBRATION_CACHE", "");
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    (void)!system(cmd.c_str());
+  }
+  std::string dir_;
+};
+
+TEST_F(CacheTest, ModelRoundTripsThroughTheCacheFile) {
+  setParamForTesting("BRAID_CALIBRATION_CACHE", dir_ + "/nested/dir");
+  const std::string fp = fabricFingerprint(Placement::uniform(2, 2, true), "auto", "nics=x cores=2");
+  const std::string path = cachePathFor(fp);
+  ASSERT_EQ(path.rfind(dir_ + "/nested/dir/fabric-", 0), 0u) << path;
+  EXPECT_NE(cachePathFor(fabricFingerprint(Placement::uniform(1, 4, true), "auto", "nics=x")),
+            path);
+  EXPECT_FALSE(readCachedModel(path, fp).isOk());  // not written yet
+
+  FabricModel m = testModel();
+  ASSERT_TRUE(writeCachedModel(path, fp, m).isOk());
+  auto back = readCachedModel(path, fp);
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back->source, "cache");
+  EXPECT_NEAR(back->inter.alphaUs, m.inter.alphaUs, 1e-9);
+  EXPECT_NEAR(back->inter.betaUsPerByte / m.inter.betaUsPerByte, 1, 1e-5);
+  EXPECT_NEAR(back->gammaUsPerByte / m.gammaUsPerByte, 1, 1e-5);
+  EXPECT_EQ(back->coresPerHost, m.coresPerHost);
+
+  // Another fabric with a colliding path, or a damaged file, is a miss, not a wrong model.
+  EXPECT_FALSE(readCachedModel(path, fp + " changed").isOk());
+  std::ofstream(path) << "fingerprint " << fp << "\nmodel intra_alpha_us=abc\n";
+  EXPECT_FALSE(readCachedModel(path, fp).isOk());
+}
+
+TEST_F(CacheTest, CanBeTurnedOff) {
+  setParamForTesting("BRAID_CALIBRATION_CACHE", "off");
+  EXPECT_EQ(cachePathFor("anything"), "");
+}
+
+TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
+  FabricModel m = testModel();
+  auto back = FabricModel::parse(m.serialize());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->serialize(), m.serialize());
+  EXPECT_FALSE(FabricModel::parse("intra_alpha_us=1").isOk());
+  EXPECT_FALSE(FabricModel::parse(m.serialize() + " bogus=1").isOk());
+  EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
+}
+
+TEST(LocalKernels, MeasureSomethingPlausible) {
+  const double gamma = measureReduceUsPerByte();
+  const double copy = measureCopyUsPerByte();
+  EXPECT_GT(gamma, 0);
+  EXPECT_LT(gamma, 1e-2);  // faster than 100 MB/s
+  EXPECT_GT(copy, 0);
+  EXPECT_LT(copy, 1e-2);
+}
+
+}  // namespace
+}  // namespace braid::detail
