@@ -129,20 +129,23 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   }
   std::sort(steps.begin(), steps.end());
   const double small = steps[steps.size() / 2];
-  // β: the slope between two one-way transfers (the first mid-size one warms the connection).
-  // Each is the best of `reps` (a 2-core machine shared with other work deschedules often).
-  double tMid = 1e30, tLarge = 1e30;
+  // β: one-way transfers answered by 8 B (a tree edge), and exchanges where both sides send
+  // and receive at once (a ring step); each the best of `reps` after a warm-up, less α.
+  double tOne = 1e30, tSym = 1e30;
+  std::vector<uint8_t> back(large);
   BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), mid, false, &us));
   for (int i = 0; i < reps; ++i) {
-    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), mid, false, &us));
-    tMid = std::min(tMid, us);
     BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), large, false, &us));
-    tLarge = std::min(tLarge, us);
+    tOne = std::min(tOne, us);
+    net.begin(0, probeFp(large));
+    const double t0 = nowUs();
+    BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), large, peer, back.data(), large));
+    tSym = std::min(tSym, nowUs() - t0);
   }
   out->alphaUs = std::max(0.05, small);
-  double beta = (tLarge - tMid) / static_cast<double>(large - mid);
-  if (!(beta > 0)) beta = tLarge / static_cast<double>(large);  // noise: fall back to the mean
-  out->betaUsPerByte = beta;
+  const double dl = static_cast<double>(large);
+  out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
+  out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
   return Status::ok();
 }
 
@@ -209,7 +212,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  std::string s = "v1 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  std::string s = "v2 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
@@ -355,7 +358,8 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
       char buf[96];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g", l.alphaUs, l.betaUsPerByte);
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g", l.alphaUs, l.betaUsPerByte,
+                    l.betaSymUsPerByte);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
     }
     return Status::ok();
@@ -364,7 +368,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, "inter"));
   double syncUs = -1, segCopy = -1;
   if (ctx.segment != nullptr) {
-    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 1u << 20, &syncUs, &segCopy)
+    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 4u << 20, &syncUs, &segCopy)
                               .withContext("calibration probe of the intra-host segment"));
   }
 
@@ -376,7 +380,8 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     m.copyUsPerByte = measureCopyUsPerByte();
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf", &l->alphaUs, &l->betaUsPerByte) != 2) {
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf", &l->alphaUs, &l->betaUsPerByte,
+                      &l->betaSymUsPerByte) != 3) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
       }
       return Status::ok();

@@ -27,11 +27,12 @@ int ceilLog2(int p) {
 std::string FabricModel::serialize() const {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g inter_alpha_us=%.6g "
-                "inter_beta_us_per_byte=%.6g gamma_us_per_byte=%.6g copy_us_per_byte=%.6g "
-                "sync_us=%.6g cores_per_host=%d",
-                intra.alphaUs, intra.betaUsPerByte, inter.alphaUs, inter.betaUsPerByte,
-                gammaUsPerByte, copyUsPerByte, syncUs, coresPerHost);
+                "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g intra_beta_sym_us_per_byte=%.6g "
+                "inter_alpha_us=%.6g inter_beta_us_per_byte=%.6g inter_beta_sym_us_per_byte=%.6g "
+                "gamma_us_per_byte=%.6g copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d",
+                intra.alphaUs, intra.betaUsPerByte, intra.sym(), inter.alphaUs,
+                inter.betaUsPerByte, inter.sym(), gammaUsPerByte, copyUsPerByte, syncUs,
+                coresPerHost);
   return buf;
 }
 
@@ -51,6 +52,8 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     }
     if (key == "intra_alpha_us") m.intra.alphaUs = v;
     else if (key == "intra_beta_us_per_byte") m.intra.betaUsPerByte = v;
+    else if (key == "intra_beta_sym_us_per_byte") m.intra.betaSymUsPerByte = v;
+    else if (key == "inter_beta_sym_us_per_byte") m.inter.betaSymUsPerByte = v;
     else if (key == "inter_alpha_us") m.inter.alphaUs = v;
     else if (key == "inter_beta_us_per_byte") m.inter.betaUsPerByte = v;
     else if (key == "gamma_us_per_byte") m.gammaUsPerByte = v;
@@ -60,7 +63,7 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
   }
-  if (seen < 7) return invalidArgument("fabric model: incomplete ('" + text + "')");
+  if (seen < 10) return invalidArgument("fabric model: incomplete ('" + text + "')");
   return m;
 }
 
@@ -68,10 +71,12 @@ std::string FabricModel::describe() const {
   auto gbps = [](double beta) { return beta > 0 ? 1e-3 / beta : 0.0; };
   char buf[400];
   std::snprintf(buf, sizeof(buf),
-                "intra α %.2f us β %.2f GB/s; inter α %.2f us β %.3f GB/s; γ %.2f GB/s; copy "
-                "%.2f GB/s; sync %.2f us; %d cores/host; from %s",
-                intra.alphaUs, gbps(intra.betaUsPerByte), inter.alphaUs, gbps(inter.betaUsPerByte),
-                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, coresPerHost, source.c_str());
+                "intra α %.2f us β %.2f GB/s (exchange %.2f); inter α %.2f us β %.3f GB/s "
+                "(exchange %.3f); γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; "
+                "from %s",
+                intra.alphaUs, gbps(intra.betaUsPerByte), gbps(intra.sym()), inter.alphaUs,
+                gbps(inter.betaUsPerByte), gbps(inter.sym()), gbps(gammaUsPerByte),
+                gbps(copyUsPerByte), syncUs, coresPerHost, source.c_str());
   return buf;
 }
 
@@ -225,8 +230,11 @@ CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double rep
   ph.gammaFrac = gammaFrac;
   const size_t h = static_cast<size_t>(hosts_);
   std::vector<int> out(h, 0), in(h, 0), active(h, 0);
-  std::vector<uint8_t> seen(placement_.hostOf.size(), 0);
+  std::vector<uint8_t> seen(placement_.hostOf.size(), 0), sends(placement_.hostOf.size(), 0);
+  for (const auto& [s, d] : m.pairs) sends[s] = 1;
+  ph.symmetric = true;
   for (const auto& [s, d] : m.pairs) {
+    if (!sends[d]) ph.symmetric = false;
     const int hs = placement_.hostOf[s], hd = placement_.hostOf[d];
     if (hs != hd) {
       ph.inter = true;
@@ -255,12 +263,14 @@ CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double rep
 double CostModel::phaseUs(const Phase& ph, double bytes) const {
   const double b = ph.frac * bytes;
   double t = 0;
+  const double bIntra = ph.symmetric ? model_.intra.sym() : model_.intra.betaUsPerByte;
+  const double bInter = ph.symmetric ? model_.inter.sym() : model_.inter.betaUsPerByte;
   if (ph.intra) {
-    t = std::max(t, ph.intraShare * (model_.intra.alphaUs + b * model_.intra.betaUsPerByte));
+    t = std::max(t, ph.intraShare * (model_.intra.alphaUs + b * bIntra));
   }
   if (ph.inter) {
     t = std::max(t, ph.intraShare * model_.inter.alphaUs +
-                        b * model_.inter.betaUsPerByte * std::max(ph.interShare, ph.intraShare));
+                        b * bInter * std::max(ph.interShare, ph.intraShare));
   }
   t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte;
   return ph.repeat * t;
@@ -297,8 +307,8 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
     const double dn = static_cast<double>(n);
     // sync and copy were measured with every local rank at once (their contention included);
     // the reduction kernel alone on one core, so it pays the oversubscription.
-    if (n <= kShmSmallBytes) {
-      t += 2 * model_.syncUs + dn * model_.copyUsPerByte +
+    if (n <= kShmSmallBytes) {  // one hand-off: arrive, then every rank folds all slots
+      t += model_.syncUs + dn * model_.copyUsPerByte +
            cpu * (L - 1) * dn * model_.gammaUsPerByte;
     } else {
       t += 2 * model_.syncUs + 2 * dn * model_.copyUsPerByte +
@@ -319,13 +329,13 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
   if (hosts > 2 && bytes < kHierInterHdBytes) {
     int q = 1, lg = 0;
     while (q * 2 <= hosts) q *= 2, ++lg;
-    double t = 2 * lg * cpu * l.alphaUs + 2.0 * (q - 1) / q * S * l.betaUsPerByte * share +
+    double t = 2 * lg * cpu * l.alphaUs + 2.0 * (q - 1) / q * S * l.sym() * share +
                (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
     if (q != hosts) t += 2 * (cpu * l.alphaUs + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
     return t;
   }
   const double H = hosts;
-  return 2 * (H - 1) * (cpu * l.alphaUs + S / H * l.betaUsPerByte * share) +
+  return 2 * (H - 1) * (cpu * l.alphaUs + S / H * l.sym() * share) +
          (H - 1) / H * S * model_.gammaUsPerByte * cpu;
 }
 

@@ -27,17 +27,21 @@
 
 namespace braid::detail {
 
-/// α (µs per message) and β (µs per byte) of one link class.
+/// α (µs per message) and β (µs per byte) of one link class. β is measured one way with the
+/// peer idle (a tree edge); βsym with both sides sending and receiving at once (a ring or
+/// halving/doubling step), which costs more where the transport copies with the CPU (shm).
 struct LinkCost {
   double alphaUs = 0;
   double betaUsPerByte = 0;
+  double betaSymUsPerByte = 0;  ///< 0 = same as betaUsPerByte
+  double sym() const { return betaSymUsPerByte > 0 ? betaSymUsPerByte : betaUsPerByte; }
 };
 
 /// Everything the model knows about the machine; identical on every rank (rank 0's measurement,
 /// agreed through the store), so that every rank predicts the same and selects the same.
 struct FabricModel {
-  LinkCost intra{2.0, 1.0 / 4000.0};   // 4 GB/s
-  LinkCost inter{30.0, 1.0 / 1000.0};  // 1 GB/s
+  LinkCost intra{2.0, 1.0 / 4000.0, 1.0 / 2000.0};  // 4 GB/s one way
+  LinkCost inter{30.0, 1.0 / 1000.0, 1.0 / 1000.0};  // 1 GB/s
   double gammaUsPerByte = 1.0 / 8000.0;
   double copyUsPerByte = 1.0 / 8000.0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
@@ -99,6 +103,7 @@ class CostModel {
     double repeat = 1;
     double frac = 0;
     bool intra = false, inter = false;  // which link classes carry a message
+    bool symmetric = false;             // every receiver also sends (exchange steps)
     double intraShare = 1, interShare = 1;
     double gammaFrac = 0;  // fraction of S reduced by the busiest rank in this phase
   };
