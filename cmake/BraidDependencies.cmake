@@ -76,3 +76,33 @@ if(NOT BRAID_WITH_NCCL STREQUAL "OFF" AND BRAID_WITH_CUDA)
   endif()
 endif()
 braid_resolve(BRAID_WITH_NCCL braid_nccl_found)
+
+# Python module (python/): pybind11 and the development files of one interpreter, by default
+# Debian's /usr/bin/python3 (the one with python3-torch); -DPython3_EXECUTABLE=... picks another.
+# pybind11 comes from its CMake package (pybind11-dev), from the interpreter's pybind11 package,
+# or, as headers only, from BRAID_PYBIND11_INCLUDE_DIR (e.g. the copy inside torch/include).
+braid_option(BRAID_WITH_PYTHON "Build the Python module braid._braid (pybind11)")
+set(braid_python_found FALSE)
+if(NOT BRAID_WITH_PYTHON STREQUAL "OFF")
+  if(NOT Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
+  if(Python3_FOUND)
+    find_package(pybind11 CONFIG QUIET)
+    if(NOT pybind11_FOUND)
+      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import pybind11; print(pybind11.get_cmake_dir())"
+                      OUTPUT_VARIABLE braid_pybind11_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+                      RESULT_VARIABLE braid_pybind11_rc ERROR_QUIET)
+      if(braid_pybind11_rc EQUAL 0 AND braid_pybind11_dir)
+        find_package(pybind11 CONFIG QUIET HINTS ${braid_pybind11_dir})
+      endif()
+    endif()
+    if(pybind11_FOUND)
+      set(braid_python_found TRUE)
+    elseif(BRAID_PYBIND11_INCLUDE_DIR AND EXISTS ${BRAID_PYBIND11_INCLUDE_DIR}/pybind11/pybind11.h)
+      set(braid_python_found TRUE)
+    endif()
+  endif()
+endif()
+braid_resolve(BRAID_WITH_PYTHON braid_python_found)

@@ -261,6 +261,10 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|mpi|file",
        "How ranks find each other: env (rank/size/store address from environment variables), mpi, "
        "file (BRAID_FILE_STORE), or auto to detect"},
+      {"BRAID_STORE_PORT", ParamType::kInt, "0", "",
+       "Port rank 0 serves braid's rendezvous store on in the env (torchrun-style) bootstrap; 0 = "
+       "MASTER_PORT, or MASTER_PORT + 1 under a real torchrun (TORCHELASTIC_RUN_ID set), whose "
+       "own c10d store holds MASTER_PORT"},
       {"BRAID_FILE_STORE", ParamType::kString, "", "",
        "Directory on a shared file system used as the rendezvous key-value store (for tests and "
        "jobs without MPI)"},

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          mpich libmpich-dev openmpi-bin libopenmpi-dev libhwloc-dev libucx-dev iproute2)
+          mpich libmpich-dev openmpi-bin libopenmpi-dev libhwloc-dev libucx-dev iproute2
+          python3-dev pybind11-dev python3-numpy python3-torch python3-venv python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

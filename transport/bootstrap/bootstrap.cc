@@ -61,6 +61,26 @@ Status rankAndSize(BootstrapInfo* info, const std::string& needs) {
   return Status::ok();
 }
 
+/// The port rank 0 serves braid's store on (see BRAID_STORE_PORT). A real torchrun launch
+/// (torch.distributed.run sets TORCHELASTIC_RUN_ID in every worker) keeps its own c10d store on
+/// MASTER_PORT (served by the agent, or by worker 0 once it calls init_process_group), so braid
+/// moves next door, to MASTER_PORT + 1; launches that only set the variables (braid-run, tests,
+/// job scripts) keep MASTER_PORT itself.
+Result<int> storePort(int masterPort) {
+  const int64_t forced = paramInt("BRAID_STORE_PORT");
+  if (forced < 0 || forced > 65535) {
+    return invalidArgument("BRAID_STORE_PORT=" + std::to_string(forced) +
+                           " is out of range 0..65535 (0 = automatic)");
+  }
+  if (forced > 0) return static_cast<int>(forced);
+  if (env("TORCHELASTIC_RUN_ID") == nullptr) return masterPort;
+  if (masterPort == 65535) {
+    return invalidArgument("MASTER_PORT=65535 under torchrun leaves no port for braid's store "
+                           "(MASTER_PORT + 1); set BRAID_STORE_PORT");
+  }
+  return masterPort + 1;
+}
+
 Result<BootstrapInfo> fromTorchrun(Deadline deadline) {
   const std::string needs =
       "the torchrun bootstrap needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
@@ -70,18 +90,21 @@ Result<BootstrapInfo> fromTorchrun(Deadline deadline) {
   BRAID_RETURN_IF_ERROR(rankAndSize(&info, needs));
   const char* addr = env("MASTER_ADDR");
   if (addr == nullptr) return invalidArgument("MASTER_ADDR is not set; " + needs);
-  BRAID_ASSIGN_OR_RETURN(int64_t port, intVariable("MASTER_PORT", 1, 65535, needs));
+  BRAID_ASSIGN_OR_RETURN(int64_t masterPort, intVariable("MASTER_PORT", 1, 65535, needs));
   Result<transport::SocketAddress> resolved = transport::SocketAddress::resolve(addr, 0);
   if (!resolved.isOk()) {
     return invalidArgument("MASTER_ADDR='" + std::string(addr) +
                            "' cannot be resolved: " + resolved.status().message() + "; " + needs);
   }
-  Result<std::unique_ptr<Store>> store =
-      createTcpStore(addr, static_cast<int>(port), info.rank == 0, deadline);
+  BRAID_ASSIGN_OR_RETURN(int port, storePort(static_cast<int>(masterPort)));
+  Result<std::unique_ptr<Store>> store = createTcpStore(addr, port, info.rank == 0, deadline);
   if (!store.isOk()) {
-    return store.status().withContext("rank " + std::to_string(info.rank) +
-                                      ": torchrun bootstrap with MASTER_ADDR=" + addr +
-                                      " MASTER_PORT=" + std::to_string(port));
+    return store.status().withContext(
+        "rank " + std::to_string(info.rank) + ": torchrun bootstrap with MASTER_ADDR=" + addr +
+        " MASTER_PORT=" + std::to_string(masterPort) +
+        (port != masterPort ? " (braid's store on port " + std::to_string(port) + ", see "
+                              "BRAID_STORE_PORT)"
+                            : std::string()));
   }
   info.store = std::move(store.value());
   return info;

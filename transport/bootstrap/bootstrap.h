@@ -3,6 +3,9 @@
 //
 //   torchrun style: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE (LOCAL_RANK optional). Rank 0
 //                   serves a TCP store on MASTER_ADDR:MASTER_PORT; the others connect to it.
+//                   Under a real torchrun (TORCHELASTIC_RUN_ID set) MASTER_PORT is torch's own
+//                   c10d store, so braid's store moves to MASTER_PORT + 1; BRAID_STORE_PORT=N
+//                   picks the port explicitly.
 //   MPI:            (built with BRAID_WITH_MPI) under mpiexec: rank/size from MPI; rank 0 serves a
 //                   TCP store on an ephemeral port and broadcasts its address with MPI_Bcast.
 //   file:           BRAID_FILE_STORE=<dir> with RANK and WORLD_SIZE: a directory as the store

@@ -1,0 +1,59 @@
+// Shared pieces of the _braid extension: turning a braid Status into the matching Python
+// exception (braid.BraidError subclasses, registered by braid/__init__.py), and the holder that
+// owns a Communicator on the Python side.
+//
+// GIL rule of the whole module: every call that can block (collectives, waits, finishStep,
+// communicator creation and destruction) runs with the GIL released; only the conversion of
+// its outcome to Python objects holds it.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "braid/comm.hpp"
+#include "braid/status.h"
+
+namespace braid::python {
+
+namespace py = pybind11;
+
+/// Raises the BraidError subclass for s.code() with "rank R: <message>" (R < 0: no rank known);
+/// the exception carries .code (int), .code_name and .rank. Needs the GIL.
+[[noreturn]] void raiseStatus(const Status& s, int rank);
+/// The exception object raiseStatus would raise (for completing futures with an error).
+py::object makeException(const Status& s, int rank);
+
+inline void check(const Status& s, int rank) {
+  if (!s.isOk()) raiseStatus(s, rank);
+}
+
+/// A Communicator owned by Python. Destruction releases the GIL (rank 0 waits, bounded, for
+/// its peers to leave; peers may need the GIL of this process to read a Python store).
+class CommHolder {
+ public:
+  explicit CommHolder(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  ~CommHolder();
+
+  /// The communicator, or a raised BraidError (invalid usage) after close().
+  Communicator& get() const;
+  Communicator* raw() const { return comm_.get(); }
+  int rank() const { return rank_cache_; }
+  bool closed() const { return comm_ == nullptr; }
+  void close();
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  int rank_cache_ = comm_ ? comm_->rank() : -1;
+};
+
+/// Registers the Communicator/Work/Store bindings (comm_bindings.cc).
+void bindCommunicator(py::module_& m);
+/// Registers the Bucketer and StepMetrics bindings (bucketer_bindings.cc).
+void bindBucketer(py::module_& m);
+/// Registers the comm-hook engine and the codec bindings (hook_engine.cc).
+void bindHookEngine(py::module_& m);
+
+}  // namespace braid::python

@@ -1,0 +1,70 @@
+"""The equivalence check under a real torchrun (2 workers), in its two rendezvous modes:
+
+  static (--master_addr/--master_port): torchrun's agent serves torch's c10d store on
+      MASTER_PORT for the whole run, so braid's bootstrap must move to MASTER_PORT + 1;
+  --standalone (c10d rendezvous): worker 0's init_process_group binds MASTER_PORT.
+
+Exit 77 (skip) without torch/torchrun or the braid module.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port_pair():
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port >= 65535:
+            continue
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no two adjacent free ports")
+
+
+def main():
+    try:
+        import torch  # noqa: F401
+        import torch.distributed.run  # noqa: F401
+        import braid  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e}")
+        return 77
+    worker = os.path.join(HERE, "equivalence_worker.py")
+    # torch 1.13's elastic agent with Python 3.11 needs --redirects/--tee (its default
+    # stdout handling fails there).
+    common = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+              "--redirects", "1", "--tee", "1"]
+    runs = {
+        "static": common + ["--nnodes", "1", "--master_addr", "127.0.0.1", "--master_port",
+                            str(free_port_pair())],
+        "standalone": common + ["--standalone"],
+    }
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               BRAID_TIMEOUT_MS=os.environ.get("BRAID_TIMEOUT_MS", "20000"))
+    env.pop("BRAID_STORE_PORT", None)
+    rc = 0
+    for name, cmd in runs.items():
+        cmd = cmd + [worker, "--variants", "plain", "--steps", "4"]
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=120)
+        lines = [l for l in p.stdout.splitlines() if "rank" in l or "Error" in l]
+        print(f"--- torchrun {name}: exit {p.returncode}\n" + "\n".join(lines))
+        ok = p.returncode == 0 and p.stdout.count("bit-identical") == 2
+        if not ok:
+            print(p.stdout[-4000:])
+            rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
