@@ -24,6 +24,8 @@ const char* allReduceAlgoName(AllReduceAlgo algo) {
     case AllReduceAlgo::kTree: return "tree";
     case AllReduceAlgo::kHalvingDoubling: return "halving_doubling";
     case AllReduceAlgo::kShm: return "shm";
+    case AllReduceAlgo::kHierarchical: return "hierarchical";
+    case AllReduceAlgo::kHierarchicalLeader: return "hierarchical_leader";
   }
   return "?";
 }
@@ -36,8 +38,13 @@ Result<AllReduceAlgo> parseAllReduceAlgo(const std::string& name) {
     return AllReduceAlgo::kHalvingDoubling;
   }
   if (name == "shm") return AllReduceAlgo::kShm;
+  if (name == "hierarchical" || name == "hier") return AllReduceAlgo::kHierarchical;
+  if (name == "hierarchical_leader" || name == "leader") {
+    return AllReduceAlgo::kHierarchicalLeader;
+  }
   return invalidArgument("unknown all-reduce algorithm '" + name +
-                         "'; valid: auto, ring, tree, halving_doubling (hd), shm");
+                         "'; valid: auto, ring, tree, halving_doubling (hd), shm, hierarchical "
+                         "(hier), hierarchical_leader (leader)");
 }
 
 }  // namespace braid::detail

@@ -39,6 +39,16 @@ struct CollArgs {
   size_t chunkBytes = 1 << 20;  ///< pipelining unit
   int rank = 0;
   int size = 1;
+  /// The ranks this call runs over: member i is global rank group[i], and rank/size above are
+  /// this rank's index in the group and the group's size. Null: every rank, 0..size−1. Ring and
+  /// halving/doubling honour it (the hierarchical all-reduce runs them over same-local-index
+  /// ranks of every host).
+  const int* group = nullptr;
+  int peer(int member) const { return group != nullptr ? group[member] : member; }
+  /// Host layout, for the hierarchical all-reduce: host index of every global rank, and this
+  /// host's shared segment whenever this host has one (shm above is set only on a single host).
+  const std::vector<int>* hostOf = nullptr;
+  ShmSegment* hostShm = nullptr;
 };
 
 // All-reduce: sendbuf may equal recvbuf. kAvg is finished (divided) by the algorithm.
@@ -47,6 +57,10 @@ Status allReduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size
 Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* recvbuf,
                                 size_t count);
 Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
+/// Intra-host reduce-scatter → inter-host all-reduce per shard → intra-host all-gather; with
+/// leader=true a single shard (reduce to local rank 0 → leaders' all-reduce → broadcast).
+Status allReduceHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
+                             bool leader);
 
 // Other collectives (one algorithm each for now).
 Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount);
@@ -59,9 +73,18 @@ Status barrierDissemination(const CollArgs& a);
 Status barrierShm(const CollArgs& a);
 
 /// The all-reduce algorithms by name, for BRAID_ALGO and the benchmark.
-enum class AllReduceAlgo { kAuto, kRing, kTree, kHalvingDoubling, kShm };
+enum class AllReduceAlgo {
+  kAuto,
+  kRing,
+  kTree,
+  kHalvingDoubling,
+  kShm,
+  kHierarchical,
+  kHierarchicalLeader
+};
 const char* allReduceAlgoName(AllReduceAlgo algo);
-/// Accepts "auto", "ring", "tree", "halving_doubling" (alias "hd", "rabenseifner"), "shm".
+/// Accepts "auto", "ring", "tree", "halving_doubling" (alias "hd", "rabenseifner"), "shm",
+/// "hierarchical" (alias "hier"), "hierarchical_leader" (alias "leader").
 Result<AllReduceAlgo> parseAllReduceAlgo(const std::string& name);
 
 /// Splits count elements into n nearly equal blocks: block i is [blockStart(i), blockStart(i+1)).

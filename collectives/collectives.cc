@@ -127,6 +127,10 @@ Status runAllReduce(const detail::CollArgs& a, detail::AllReduceAlgo algo, const
     case detail::AllReduceAlgo::kTree: return detail::allReduceTree(a, s, r, count);
     case detail::AllReduceAlgo::kHalvingDoubling:
       return detail::allReduceHalvingDoubling(a, s, r, count);
+    case detail::AllReduceAlgo::kHierarchical:
+      return detail::allReduceHierarchical(a, s, r, count, false);
+    case detail::AllReduceAlgo::kHierarchicalLeader:
+      return detail::allReduceHierarchical(a, s, r, count, true);
     default: return detail::allReduceRing(a, s, r, count);
   }
 }

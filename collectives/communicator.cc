@@ -476,6 +476,8 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   a.chunkBytes = chunkBytes_;
   a.rank = rank_;
   a.size = size_;
+  a.hostOf = &hostOf_;
+  a.hostShm = segment_.get();
   if (segment_ && collective) segment_->announce(a.seq, fp);
   Status s = body(a);
   bool publish = true;

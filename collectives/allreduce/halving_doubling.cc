@@ -8,6 +8,7 @@
 // reverse). Unfold: each odd rank of the first 2e sends the result to its even partner.
 // Cost: 2·log2 q·α + 2·(q−1)/q·S·β + (q−1)/q·S·γ, plus 2·(α + S·β) + S·γ for the fold when p is
 // not a power of two. Latency of the tree, bandwidth of the ring.
+// Runs over CollArgs::group when set (r and p are then positions in the group).
 #include "collectives/algorithms.h"
 
 namespace braid::detail {
@@ -31,10 +32,10 @@ Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* re
   int v = -1;  // rank among the q participants, -1 when sitting out
   if (r < 2 * extra) {
     if (r % 2 == 0) {
-      net.postSend(r + 1, buf, count * es);
+      net.postSend(a.peer(r + 1), buf, count * es);
       BRAID_RETURN_IF_ERROR(net.waitAll());
     } else {
-      net.postRecv(r - 1, tmp, count * es);
+      net.postRecv(a.peer(r - 1), tmp, count * es);
       BRAID_RETURN_IF_ERROR(net.waitAll());
       if (count > 0) a.reduce(buf, buf, tmp, count);
       v = r / 2;
@@ -42,7 +43,7 @@ Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* re
   } else {
     v = r - extra;
   }
-  auto realRank = [&](int vr) { return vr < extra ? vr * 2 + 1 : vr + extra; };
+  auto realRank = [&](int vr) { return a.peer(vr < extra ? vr * 2 + 1 : vr + extra); };
 
   if (v >= 0) {
     // Reduce-scatter by recursive halving over q blocks; [lo, hi) is the block range owned.
@@ -86,9 +87,9 @@ Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* re
   // Unfold: odd ranks of the first 2·extra give the result to their even partner.
   if (r < 2 * extra) {
     if (r % 2 == 1) {
-      net.postSend(r - 1, buf, count * es);
+      net.postSend(a.peer(r - 1), buf, count * es);
     } else {
-      net.postRecv(r + 1, buf, count * es);
+      net.postRecv(a.peer(r + 1), buf, count * es);
     }
     BRAID_RETURN_IF_ERROR(net.waitAll());
   }

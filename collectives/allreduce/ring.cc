@@ -8,6 +8,7 @@
 //   Each step's block is cut into chunks of BRAID_CHUNK_BYTES; all chunk receives are posted at
 //   once and each chunk is reduced as soon as it lands, overlapping reduction with transfer.
 // Cost: 2(p−1)·α + 2·(p−1)/p·S·β + (p−1)/p·S·γ. Bandwidth-optimal; latency grows with p.
+// Runs over CollArgs::group when set (r and p are then positions in the group).
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -23,8 +24,8 @@ Status allReduceRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size
   P2p& net = *a.p2p;
   net.begin(a.seq, a.fp);
   if (p == 1) return Status::ok();
-  const int right = (r + 1) % p;
-  const int left = (r - 1 + p) % p;
+  const int right = a.peer((r + 1) % p);
+  const int left = a.peer((r - 1 + p) % p);
   const size_t chunkElems = std::max<size_t>(1, a.chunkBytes / es);
   uint8_t* tmp = a.scratch->get((count / static_cast<size_t>(p) + 1) * es);
   auto block = [&](int b, size_t* lo, size_t* n) {

@@ -2,7 +2,9 @@
 // mpiexec or torchrun; every rank runs the whole matrix and checks its results against an
 // independent reference (check_values.h). Exits 0 only when every check on this rank passed.
 //
-//   collectives_check [--quick] [--algos ring,tree,halving_doubling,shm,auto]
+//   collectives_check [--quick] [--allreduce-only]
+//                     [--algos ring,tree,halving_doubling,shm,hierarchical,hierarchical_leader,auto]
+// Without --algos, the hierarchical all-reduces join the list when the ranks span hosts.
 //   collectives_check --scenario kill|stall|mismatch-count|mismatch-order
 #include <signal.h>
 #include <unistd.h>
@@ -378,14 +380,17 @@ int main(int argc, char** argv) {
   using namespace braid::test;
   std::string scenario;
   std::vector<std::string> algos = {"ring", "tree", "halving_doubling", "shm", "auto"};
-  bool quick = false;
+  bool quick = false, allReduceOnly = false, algosGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--scenario" && i + 1 < argc) {
       scenario = argv[++i];
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--allreduce-only") {
+      allReduceOnly = true;
     } else if (a == "--algos" && i + 1 < argc) {
+      algosGiven = true;
       algos.clear();
       std::string list = argv[++i];
       size_t start = 0;
@@ -396,7 +401,7 @@ int main(int argc, char** argv) {
         start = comma + 1;
       }
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--algos LIST] [--scenario kill|mismatch-count|mismatch-order]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--allreduce-only] [--algos LIST] [--scenario kill|mismatch-count|mismatch-order]\n", argv[0]);
       return 2;
     }
   }
@@ -415,12 +420,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   Checker c{comm.get()};
+  if (!algosGiven && comm->numHosts() > 1) {
+    algos.insert(algos.end() - 1, {"hierarchical", "hierarchical_leader"});
+  }
   if (comm->rank() == 0) {
     printf("# collectives-check: %d ranks on %d host(s), %s\n", comm->size(), comm->numHosts(),
            quick ? "quick" : "full matrix");
   }
   runBadArgs(c);
   runAllReduceMatrix(c, algos, quick);
+  if (allReduceOnly) return finish(c, "all-reduce");
   runOtherCollectives(c, quick);
   runAsync(c);
   return finish(c, "collectives");
