@@ -319,6 +319,26 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   placement.segmentHalfBytes =
       static_cast<size_t>(std::max<int64_t>(8192, paramInt("BRAID_SHM_SEGMENT_BYTES"))) / 2;
   placement.chunkBytes = chunkBytes_;
+  // Host ids are "hostname/boot id/netns:N" (or BRAID_HOST_ID): ranks whose ids differ only in the
+  // network namespace are emulated hosts sharing one machine's cores.
+  {
+    std::vector<std::string> machines;
+    std::vector<int> count;
+    for (int r = 0; r < size_; ++r) {
+      BRAID_ASSIGN_OR_RETURN(auto v, store_->get(prefix_ + "host/" + std::to_string(r), deadline));
+      std::string id = fromBytes(v);
+      const size_t ns = id.find("/netns:");
+      if (ns != std::string::npos) id.erase(ns);
+      auto it = std::find(machines.begin(), machines.end(), id);
+      if (it == machines.end()) {
+        machines.push_back(id);
+        count.push_back(1);
+      } else {
+        ++count[static_cast<size_t>(it - machines.begin())];
+      }
+    }
+    placement.ranksPerMachine = *std::max_element(count.begin(), count.end());
+  }
 
   detail::ProbeContext ctx;
   ctx.rank = rank_;

@@ -24,7 +24,7 @@ namespace braid::detail {
 namespace {
 
 constexpr size_t kSmallProbeBytes = 8;
-constexpr int kSmallRounds = 20;
+constexpr int kSmallRounds = 40;
 
 double nowUs() {
   return std::chrono::duration<double, std::micro>(
@@ -111,7 +111,7 @@ Status exchange(P2p& net, bool initiator, int peer, uint8_t* buf, size_t bytes, 
 
 // α and β of one link between two ranks; only the initiator's numbers are meaningful.
 Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, int reps,
-                 LinkCost* out) {
+                 size_t outOfCache, LinkCost* out) {
   std::vector<uint8_t> buf(large, 0x5a);
   double us = 0;
   // α: the median of small exchanges (after one warm-up): a step as the algorithms see it,
@@ -127,6 +127,8 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
                                        kSmallProbeBytes));
     if (i > 0) steps.push_back(nowUs() - t0);
   }
+  // The later half only: the first exchanges after connecting run on cold caches and paths.
+  steps.erase(steps.begin(), steps.begin() + static_cast<long>(steps.size() / 2));
   std::sort(steps.begin(), steps.end());
   const double small = steps[steps.size() / 2];
   // β: one-way transfers answered by 8 B (a tree edge), and exchanges where both sides send
@@ -146,6 +148,21 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   const double dl = static_cast<double>(large);
   out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
+  if (outOfCache > 0) {
+    // Exchanges from buffers that together exceed the last-level cache, as large collectives run.
+    const size_t n = outOfCache;
+    std::vector<uint8_t> pool(2 * 2 * n, 0x11);  // two send/receive pairs, the older first
+    double tBig = 1e30;
+    for (int i = 0; i < 2; ++i) {
+      uint8_t* s = pool.data() + static_cast<size_t>(i) * 2 * n;
+      net.begin(0, probeFp(n));
+      const double t0 = nowUs();
+      BRAID_RETURN_IF_ERROR(net.sendRecv(peer, s, n, peer, s + n, n));
+      tBig = std::min(tBig, nowUs() - t0);
+    }
+    out->betaSymLargeUsPerByte =
+        std::max(out->betaSymUsPerByte, (tBig - out->alphaUs) / static_cast<double>(n));
+  }
   return Status::ok();
 }
 
@@ -212,7 +229,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  std::string s = "v2 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  std::string s = "v3 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
@@ -347,25 +364,25 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   const auto intra = intraPair(ctx.hostOf);
   const auto inter = interPair(ctx.hostOf);
   auto runPair = [&](std::pair<int, int> pair, size_t mid, size_t large, int reps,
-                     const char* key) -> Status {
+                     size_t outOfCache, const char* key) -> Status {
     if (ctx.rank != pair.first && ctx.rank != pair.second) return Status::ok();
     const bool initiator = ctx.rank == pair.first;
     LinkCost l;
     BRAID_RETURN_IF_ERROR(probeLink(*ctx.p2p, initiator, initiator ? pair.second : pair.first,
-                                    mid, large, reps, &l)
+                                    mid, large, reps, outOfCache, &l)
                               .withContext(std::string("calibration probe of the ") + key +
                                            " link between ranks " + std::to_string(pair.first) +
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
       char buf[96];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g", l.alphaUs, l.betaUsPerByte,
-                    l.betaSymUsPerByte);
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g", l.alphaUs, l.betaUsPerByte,
+                    l.betaSymUsPerByte, l.betaSymLargeUsPerByte);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
     }
     return Status::ok();
   };
-  if (intra.first >= 0) BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 3, "intra"));
-  if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, "inter"));
+  if (intra.first >= 0) BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 3, 8u << 20, "intra"));
+  if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, 0, "inter"));
   double syncUs = -1, segCopy = -1;
   if (ctx.segment != nullptr) {
     BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 4u << 20, &syncUs, &segCopy)
@@ -380,8 +397,8 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     m.copyUsPerByte = measureCopyUsPerByte();
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf", &l->alphaUs, &l->betaUsPerByte,
-                      &l->betaSymUsPerByte) != 3) {
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf", &l->alphaUs, &l->betaUsPerByte,
+                      &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte) != 4) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
       }
       return Status::ok();

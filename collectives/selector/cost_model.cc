@@ -24,15 +24,23 @@ int ceilLog2(int p) {
 // ---------------------------------------------------------------------------------------------
 // FabricModel
 
+double LinkCost::beta(bool symmetric, double totalBytes) const {
+  const double b = symmetric ? sym() : betaUsPerByte;
+  if (totalBytes < kLargeBytes) return b;
+  return b * (symLarge() / sym());  // out of cache: the measured slowdown of an exchange
+}
+
 std::string FabricModel::serialize() const {
-  char buf[512];
+  char buf[768];
   std::snprintf(buf, sizeof(buf),
                 "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g intra_beta_sym_us_per_byte=%.6g "
-                "inter_alpha_us=%.6g inter_beta_us_per_byte=%.6g inter_beta_sym_us_per_byte=%.6g "
-                "gamma_us_per_byte=%.6g copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d",
-                intra.alphaUs, intra.betaUsPerByte, intra.sym(), inter.alphaUs,
-                inter.betaUsPerByte, inter.sym(), gammaUsPerByte, copyUsPerByte, syncUs,
-                coresPerHost);
+                "intra_beta_sym_large_us_per_byte=%.6g inter_alpha_us=%.6g "
+                "inter_beta_us_per_byte=%.6g inter_beta_sym_us_per_byte=%.6g "
+                "inter_beta_sym_large_us_per_byte=%.6g gamma_us_per_byte=%.6g "
+                "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d",
+                intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
+                inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
+                syncUs, coresPerHost);
   return buf;
 }
 
@@ -54,6 +62,8 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "intra_beta_us_per_byte") m.intra.betaUsPerByte = v;
     else if (key == "intra_beta_sym_us_per_byte") m.intra.betaSymUsPerByte = v;
     else if (key == "inter_beta_sym_us_per_byte") m.inter.betaSymUsPerByte = v;
+    else if (key == "intra_beta_sym_large_us_per_byte") m.intra.betaSymLargeUsPerByte = v;
+    else if (key == "inter_beta_sym_large_us_per_byte") m.inter.betaSymLargeUsPerByte = v;
     else if (key == "inter_alpha_us") m.inter.alphaUs = v;
     else if (key == "inter_beta_us_per_byte") m.inter.betaUsPerByte = v;
     else if (key == "gamma_us_per_byte") m.gammaUsPerByte = v;
@@ -63,20 +73,21 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
   }
-  if (seen < 10) return invalidArgument("fabric model: incomplete ('" + text + "')");
+  if (seen < 12) return invalidArgument("fabric model: incomplete ('" + text + "')");
   return m;
 }
 
 std::string FabricModel::describe() const {
   auto gbps = [](double beta) { return beta > 0 ? 1e-3 / beta : 0.0; };
-  char buf[400];
+  char buf[512];
   std::snprintf(buf, sizeof(buf),
-                "intra α %.2f us β %.2f GB/s (exchange %.2f); inter α %.2f us β %.3f GB/s "
-                "(exchange %.3f); γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; "
-                "from %s",
-                intra.alphaUs, gbps(intra.betaUsPerByte), gbps(intra.sym()), inter.alphaUs,
-                gbps(inter.betaUsPerByte), gbps(inter.sym()), gbps(gammaUsPerByte),
-                gbps(copyUsPerByte), syncUs, coresPerHost, source.c_str());
+                "intra α %.2f us β %.2f GB/s (exchange %.2f, out of cache %.2f); inter α %.2f "
+                "us β %.3f GB/s (exchange %.3f, out of cache %.3f); γ %.2f GB/s; copy %.2f GB/s; "
+                "sync %.2f us; %d cores/host; from %s",
+                intra.alphaUs, gbps(intra.betaUsPerByte), gbps(intra.sym()),
+                gbps(intra.symLarge()), inter.alphaUs, gbps(inter.betaUsPerByte), gbps(inter.sym()),
+                gbps(inter.symLarge()), gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs,
+                coresPerHost, source.c_str());
   return buf;
 }
 
@@ -217,9 +228,18 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   }
 }
 
+// A message step when `cpu` > 1 ranks share each core: the peer must be scheduled first, which
+// the segment hand-off (timed with every local rank running) already measured.
+double CostModel::stepAlpha(double alphaUs, double cpu) const {
+  return cpu > 1 ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+}
+
 double CostModel::cpuShare(int activeOnHost) const {
-  if (model_.coresPerHost <= 0 || activeOnHost <= model_.coresPerHost) return 1;
-  return static_cast<double>(activeOnHost) / model_.coresPerHost;
+  // Emulated hosts on one machine: its other hosts' ranks run meanwhile (most phases keep every
+  // rank busy), so the machine's count is what shares the cores.
+  const int active = std::max(activeOnHost, placement_.ranksPerMachine);
+  if (model_.coresPerHost <= 0 || active <= model_.coresPerHost) return 1;
+  return static_cast<double>(active) / model_.coresPerHost;
 }
 
 CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double repeat,
@@ -263,13 +283,13 @@ CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double rep
 double CostModel::phaseUs(const Phase& ph, double bytes) const {
   const double b = ph.frac * bytes;
   double t = 0;
-  const double bIntra = ph.symmetric ? model_.intra.sym() : model_.intra.betaUsPerByte;
-  const double bInter = ph.symmetric ? model_.inter.sym() : model_.inter.betaUsPerByte;
+  const double bIntra = model_.intra.beta(ph.symmetric, bytes);
+  const double bInter = model_.inter.beta(ph.symmetric, bytes);
   if (ph.intra) {
-    t = std::max(t, ph.intraShare * (model_.intra.alphaUs + b * bIntra));
+    t = std::max(t, stepAlpha(model_.intra.alphaUs, ph.intraShare) + ph.intraShare * b * bIntra);
   }
   if (ph.inter) {
-    t = std::max(t, ph.intraShare * model_.inter.alphaUs +
+    t = std::max(t, stepAlpha(model_.inter.alphaUs, ph.intraShare) +
                         b * bInter * std::max(ph.interShare, ph.intraShare));
   }
   t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte;
@@ -291,7 +311,7 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   const double cb = bytes / c;
   const LinkCost& l = treeInter_ ? model_.inter : model_.intra;
   const double cpu = cpuShare(maxLocal_);
-  const double edge = cpu * l.alphaUs + cb * l.betaUsPerByte * cpu +
+  const double edge = stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, static_cast<double>(bytes)) * cpu +
                       (reduce ? cpu * cb * model_.gammaUsPerByte : 0);
   return treeDepth_ * edge + (c - 1) * treeFanout_ * edge;
 }
@@ -329,13 +349,15 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
   if (hosts > 2 && bytes < kHierInterHdBytes) {
     int q = 1, lg = 0;
     while (q * 2 <= hosts) q *= 2, ++lg;
-    double t = 2 * lg * cpu * l.alphaUs + 2.0 * (q - 1) / q * S * l.sym() * share +
+    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) + 2.0 * (q - 1) / q * S * l.beta(true, S) * share +
                (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
-    if (q != hosts) t += 2 * (cpu * l.alphaUs + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
+    if (q != hosts) {
+      t += 2 * (stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
+    }
     return t;
   }
   const double H = hosts;
-  return 2 * (H - 1) * (cpu * l.alphaUs + S / H * l.sym() * share) +
+  return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S) * share) +
          (H - 1) / H * S * model_.gammaUsPerByte * cpu;
 }
 

@@ -34,7 +34,14 @@ struct LinkCost {
   double alphaUs = 0;
   double betaUsPerByte = 0;
   double betaSymUsPerByte = 0;  ///< 0 = same as betaUsPerByte
+  /// βsym when the data no longer fits in cache (collectives of kLargeBytes and more), measured
+  /// with buffers larger than the last-level cache; 0 = same as betaSymUsPerByte.
+  double betaSymLargeUsPerByte = 0;
   double sym() const { return betaSymUsPerByte > 0 ? betaSymUsPerByte : betaUsPerByte; }
+  double symLarge() const { return betaSymLargeUsPerByte > 0 ? betaSymLargeUsPerByte : sym(); }
+  /// The β of a message in a collective of `totalBytes`, exchanged both ways or one way.
+  double beta(bool symmetric, double totalBytes) const;
+  static constexpr double kLargeBytes = 4.0 * 1024 * 1024;
 };
 
 /// Everything the model knows about the machine; identical on every rank (rank 0's measurement,
@@ -73,6 +80,9 @@ struct Placement {
   bool segment = false;  ///< an intra-host shared segment exists (shm transport)
   size_t segmentHalfBytes = 4u << 20;  ///< piece size of the segment algorithms
   size_t chunkBytes = 1u << 20;        ///< BRAID_CHUNK_BYTES (tree pipelining)
+  /// Most ranks on one physical machine (emulated hosts, e.g. network namespaces, share its
+  /// cores); 0 = as many as on the fullest host.
+  int ranksPerMachine = 0;
 
   int size() const { return static_cast<int>(hostOf.size()); }
   int numHosts() const;
@@ -118,6 +128,7 @@ class CostModel {
   double flatInterUs(size_t bytes, int hosts, double share) const;
   double hierarchicalUs(size_t bytes, bool leader) const;
   double cpuShare(int activeOnHost) const;
+  double stepAlpha(double alphaUs, double cpu) const;
 
   FabricModel model_;
   Placement placement_;
