@@ -23,6 +23,14 @@ size_t alignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 double msBetween(uint64_t from, uint64_t to) {
   return to > from ? static_cast<double>(to - from) * 1e-6 : 0.0;
 }
+// BRAID_CODEC and BRAID_CODEC_MIN_BYTES are rows of core/params.cc that may land after this file
+// (parallel work); until then they read as unset instead of tripping the unknown-name assert.
+bool haveParam(const char* name) {
+  for (const ParamDef& d : paramTable()) {
+    if (std::strcmp(d.name, name) == 0) return true;
+  }
+  return false;
+}
 }  // namespace
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
@@ -99,8 +107,44 @@ Status Bucketer::Impl::init(Communicator* comm, BucketerOptions options) {
     if (!hasRank && rank != 0) out += ".rank" + std::to_string(rank);
     metricsPath_ = out;
   }
+  BRAID_RETURN_IF_ERROR(initCodecs());
   engine_ = std::thread([this] { engineLoop(); });
   return Status::ok();
+}
+
+// Both size classes are parsed here so that a bad spec fails create() on every rank alike.
+Status Bucketer::Impl::initCodecs() {
+  auto make = [this](const std::string& spec, const char* what,
+                     std::unique_ptr<Codec>* out) -> Status {
+    if (spec.empty() || spec == "none") return Status::ok();
+    std::string name;
+    CodecOptions co;
+    co.average = op_ == ReduceOp::kAvg;
+    BRAID_RETURN_IF_ERROR(
+        parseCodecSpec(spec, &name, &co).withContext(std::string("Bucketer ") + what));
+    if (name == "none") return Status::ok();
+    BRAID_ASSIGN_OR_RETURN(*out, createCodec(name, co));
+    return Status::ok();
+  };
+  std::string spec = opts_.codec;
+  if (spec.empty() && haveParam("BRAID_CODEC")) spec = paramString("BRAID_CODEC");
+  BRAID_RETURN_IF_ERROR(make(spec, "codec", &codec_));
+  BRAID_RETURN_IF_ERROR(make(opts_.smallBucketCodec, "smallBucketCodec", &smallCodec_));
+  const int64_t minBytes =
+      haveParam("BRAID_CODEC_MIN_BYTES") ? paramInt("BRAID_CODEC_MIN_BYTES") : 0;
+  codecMinBytes_ = opts_.codecMinBytes != 0 ? opts_.codecMinBytes
+                                            : static_cast<size_t>(std::max<int64_t>(0, minBytes));
+  if (codec_ != nullptr || smallCodec_ != nullptr) {
+    BRAID_INFO("bucketer: codec %s for float32 buckets of at least %zu bytes, %s below",
+               codec_ != nullptr ? codec_->info().name : "none", codecMinBytes_,
+               smallCodec_ != nullptr ? smallCodec_->info().name : "none");
+  }
+  return Status::ok();
+}
+
+Codec* Bucketer::Impl::codecFor(DataType type, size_t bytes) const {
+  if (type != DataType::kFloat32 || bytes == 0) return nullptr;
+  return bytes >= codecMinBytes_ ? codec_.get() : smallCodec_.get();
 }
 
 std::string Bucketer::Impl::paramLabel(int idx) const {
@@ -138,6 +182,16 @@ Status Bucketer::registerParam(uint32_t id, size_t count, DataType type, const s
   spec.type = type;
   spec.name = name;
   m.specs_.push_back(std::move(spec));
+  return Status::ok();
+}
+
+Status Bucketer::registerParam(uint32_t id, const std::vector<size_t>& shape, DataType type,
+                               const std::string& name) {
+  size_t count = 1;
+  for (size_t d : shape) count *= d;
+  BRAID_RETURN_IF_ERROR(registerParam(id, count, type, name));  // {} is a scalar: 1 element
+  // A matrix view needs two dimensions with elements; anything else stays 1-D.
+  if (shape.size() >= 2 && count > 0) impl_->specs_.back().rows = shape[0];
   return Status::ok();
 }
 
@@ -194,7 +248,20 @@ void Bucketer::Impl::applyPlan(const detail::BucketPlan& plan) {
   for (auto& b : nb) {
     b->data = storage.get() + at;
     at += alignUp(b->bytes);
+    b->codec = codecFor(b->type, b->bytes);
+    if (b->codec != nullptr) {
+      b->codecId = detail::hashBucket(specs_, b->params);
+      for (int idx : b->params) {
+        const detail::ParamSpec& p = specs_[static_cast<size_t>(idx)];
+        if (p.rows != 0) {
+          b->shapes.push_back(TensorShape{p.rows, p.count / p.rows});
+        } else {
+          b->shapes.push_back(TensorShape{p.count, 1});
+        }
+      }
+    }
   }
+  moveCodecState(nb);
   // Carry the current contents over (zero-copy gradients and last results stay readable).
   if (storage_) {
     for (size_t i = 0; i < n; ++i) {
@@ -210,17 +277,64 @@ void Bucketer::Impl::applyPlan(const detail::BucketPlan& plan) {
   layoutVersion_.fetch_add(1, std::memory_order_acq_rel);
 }
 
+// Error feedback across a rebuild: every old bucket's residual is cut into its parameters and
+// reassembled into the new buckets holding them (zeros for a parameter whose old bucket kept
+// none); the old states are dropped. Other codec state (PowerSGD's Q) starts afresh. Runs on the
+// engine thread (rebuildNow) or before the engine has used a codec (finalize).
+void Bucketer::Impl::moveCodecState(const std::vector<std::unique_ptr<Bucket>>& nb) {
+  if (buckets_.empty() || (codec_ == nullptr && smallCodec_ == nullptr)) return;
+  const size_t n = specs_.size();
+  std::vector<std::vector<float>> perParam(n);
+  std::vector<float> tmp;
+  for (const auto& ob : buckets_) {
+    if (ob->codec == nullptr) continue;
+    if (ob->codec->info().errorFeedback) {
+      tmp.assign(ob->count, 0.0f);
+      if (ob->codec->getResidual(ob->codecId, tmp.data(), tmp.size()).isOk()) {
+        size_t at = 0;
+        for (int idx : ob->params) {
+          const size_t c = specs_[static_cast<size_t>(idx)].count;
+          perParam[static_cast<size_t>(idx)].assign(tmp.begin() + static_cast<long>(at),
+                                                    tmp.begin() + static_cast<long>(at + c));
+          at += c;
+        }
+      }
+    }
+    ob->codec->dropState(ob->codecId);
+  }
+  for (const auto& b : nb) {
+    if (b->codec == nullptr || !b->codec->info().errorFeedback) continue;
+    tmp.assign(b->count, 0.0f);
+    size_t at = 0;
+    bool any = false;
+    for (int idx : b->params) {
+      const std::vector<float>& r = perParam[static_cast<size_t>(idx)];
+      if (!r.empty()) {
+        std::copy(r.begin(), r.end(), tmp.begin() + static_cast<long>(at));
+        any = true;
+      }
+      at += specs_[static_cast<size_t>(idx)].count;
+    }
+    if (any) {
+      Status s = b->codec->setResidual(b->codecId, tmp.data(), tmp.size());
+      if (!s.isOk()) BRAID_WARN("bucketer: residual not carried over: %s", s.toString().c_str());
+    }
+  }
+}
+
 void Bucketer::Impl::resetBucketCounters() {
   for (auto& b : buckets_) {
     b->pending.store(static_cast<int>(b->params.size()), std::memory_order_relaxed);
     b->launchNs = b->startNs = b->doneNs = 0;
+    b->wireBytes = 0;
   }
 }
 
 Result<void*> Bucketer::gradientBuffer(uint32_t id) {
   Impl& m = *impl_;
   if (!m.finalized_) return invalidUsage("gradientBuffer: call finalize() first");
-  if (!m.opts_.zeroCopy) return invalidUsage("gradientBuffer: the Bucketer is not in zero-copy mode");
+  if (!m.opts_.zeroCopy)
+    return invalidUsage("gradientBuffer: the Bucketer is not in zero-copy mode");
   BRAID_ASSIGN_OR_RETURN(int idx, m.lookup(id, "gradientBuffer"));
   const size_t i = static_cast<size_t>(idx);
   return static_cast<void*>(m.buckets_[static_cast<size_t>(m.bucketOf_[i])]->data + m.offsetOf_[i]);
@@ -374,8 +488,10 @@ Result<StepMetrics> Bucketer::finishStep() {
       if (m.marked_[i].load(std::memory_order_acquire) != 0) continue;
       if (!m.opts_.findUnused && usage.isOk()) {
         usage = invalidUsage("rank " + std::to_string(m.comm_->rank()) + ": parameter " +
-                             m.paramLabel(static_cast<int>(i)) + " was neither marked ready nor "
-                             "unused in step " + std::to_string(m.stepIndex_) +
+                             m.paramLabel(static_cast<int>(i)) +
+                             " was neither marked ready nor "
+                             "unused in step " +
+                             std::to_string(m.stepIndex_) +
                              "; it was reduced as zero. Call markUnused() or set findUnused");
       }
       (void)m.markInternal(static_cast<int>(i), nullptr, true);
@@ -385,9 +501,9 @@ Result<StepMetrics> Bucketer::finishStep() {
     const bool done = m.doneCv_.wait_for(lock, std::chrono::milliseconds(2 * m.timeoutMs_ + 5000),
                                          [&m] { return m.stepDone_; });
     if (!done) {
-      status = timeoutError("finishStep: the bucket engine of rank " +
-                            std::to_string(m.comm_->rank()) + " did not finish step " +
-                            std::to_string(m.stepIndex_) + " in time");
+      status =
+          timeoutError("finishStep: the bucket engine of rank " + std::to_string(m.comm_->rank()) +
+                       " did not finish step " + std::to_string(m.stepIndex_) + " in time");
     } else {
       out = std::move(m.stepResult_);
       status = m.stepStatus_;

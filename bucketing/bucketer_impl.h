@@ -24,6 +24,7 @@
 #include "braid/bucketer.hpp"
 #include "braid/comm.hpp"
 #include "bucketing/layout.h"
+#include "compression/codec.h"
 
 namespace braid {
 
@@ -41,8 +42,14 @@ class Bucketer::Impl {
     std::vector<int> params;
     uint8_t* data = nullptr;
     std::atomic<int> pending{0};
+    // Compression: the codec of its size class (null: the native all-reduce), its identity
+    // for codec state (hashBucket), and its tensors as the codec views them.
+    Codec* codec = nullptr;
+    BucketId codecId = 0;
+    std::vector<TensorShape> shapes;
     // Written by the engine only.
     uint64_t launchNs = 0, startNs = 0, doneNs = 0;
+    uint64_t wireBytes = 0;
   };
 
   ~Impl();
@@ -59,6 +66,10 @@ class Bucketer::Impl {
   std::unordered_map<uint32_t, int> indexOf_;
   bool finalized_ = false;
   detail::AlphaBeta model_;
+  // Codecs (null: uncompressed), driven by the engine thread only.
+  std::unique_ptr<Codec> codec_, smallCodec_;
+  size_t codecMinBytes_ = 0;
+  uint64_t commSteps_ = 0;  // communicating steps so far (the codecs' step index)
 
   // --- layout (changed by the engine only, between steps) ---
   std::vector<std::unique_ptr<Bucket>> buckets_;
@@ -106,7 +117,12 @@ class Bucketer::Impl {
   Status rebuildNow(StepMetrics* m);
 
   // bucketer.cc
+  Status initCodecs();
+  /// The codec for a bucket of this dtype and size (null: uncompressed).
+  Codec* codecFor(DataType type, size_t bytes) const;
   void applyPlan(const detail::BucketPlan& plan);
+  /// Moves error-feedback residuals from buckets_ to the new layout nb, per parameter.
+  void moveCodecState(const std::vector<std::unique_ptr<Bucket>>& nb);
   void resetBucketCounters();
   Result<int> lookup(uint32_t id, const char* what) const;
   /// Marks parameter idx ready (grad may be null) or unused; the flag says which.

@@ -4,6 +4,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "braid/bucketer.hpp"
 #include "braid/comm.hpp"
@@ -55,6 +56,8 @@ braidResult_t braidBucketerCreate(braidComm_t comm, const braidBucketerConfig_t*
     o.rebuildLayout = c.rebuildLayout != 0;
     o.maxInFlight = c.maxInFlight;
     if (c.metricsFile != nullptr) o.metricsFile = c.metricsFile;
+    if (c.codec != nullptr) o.codec = c.codec;
+    o.codecMinBytes = c.codecMinBytes;
     auto r = braid::Bucketer::create(comm->comm.get(), o);
     if (!r.isOk()) return toResult(r.status());
     *bucketer = new braidBucketer{std::move(*r)};
@@ -77,6 +80,18 @@ braidResult_t braidBucketerRegister(braidBucketer_t bucketer, uint32_t id, size_
   return guarded([&] {
     BRAID_C_CHECK_BUCKETER(bucketer);
     return toResult(bucketer->impl->registerParam(id, count, braid::capi::toType(datatype),
+                                                  name == nullptr ? "" : name));
+  });
+}
+
+braidResult_t braidBucketerRegisterShaped(braidBucketer_t bucketer, uint32_t id, int ndims,
+                                          const size_t* dims, braidDataType_t datatype,
+                                          const char* name) {
+  return guarded([&] {
+    BRAID_C_CHECK_BUCKETER(bucketer);
+    if (ndims < 0 || (ndims > 0 && dims == nullptr)) return badArg("dims is null or ndims < 0");
+    std::vector<size_t> shape(dims, dims + ndims);
+    return toResult(bucketer->impl->registerParam(id, shape, braid::capi::toType(datatype),
                                                   name == nullptr ? "" : name));
   });
 }
@@ -140,6 +155,7 @@ braidResult_t braidBucketerFinishStep(braidBucketer_t bucketer, braidStepMetrics
       metrics->buckets = static_cast<uint32_t>(m.buckets.size());
       metrics->maxSkewMs = m.maxSkewMs;
       metrics->slowestRank = m.slowestRank;
+      metrics->wireBytes = m.wireBytes;
     }
     return braidSuccess;
   });

@@ -10,6 +10,13 @@
 // message; the ranks are already aligned by the last bucket). Once, after the first communicating
 // step: a broadcast of 2n u32 from rank 0 with the rebuilt layout.
 //
+// Compressed buckets (a codec for the bucket's size class, float32 only): when bucket k is
+// complete and nothing is queued, the engine runs the codec's allReduce (1–3 blocking
+// collectives: compression/codec.h) on the bucket in place, then copies it out. So a compressed
+// bucket never shares the window with another collective, and encode/decode run on the engine
+// thread, off the caller's compute path (on a CPU box they compete with it for cores). Uncompressed
+// buckets of the same step still use the window.
+//
 // Clocks: CLOCK_MONOTONIC (core/clock.h) is one clock for every process of a host, so on one host
 // skew is max − min of the ranks' start times. Across hosts the clocks are unrelated; skew is then
 // estimated as max − min of how long each rank waited inside the collective (done − start), which
@@ -87,10 +94,10 @@ Status Bucketer::Impl::verifyRegistrations() {
   if (nmin > 0) {
     std::vector<uint64_t> h(nmin), lo(nmin), hi(nmin);
     for (size_t i = 0; i < nmin; ++i) h[i] = detail::hashParam(specs_[i]);
-    BRAID_RETURN_IF_ERROR(comm_->allReduce(h.data(), lo.data(), nmin, DataType::kUint64,
-                                           ReduceOp::kMin));
-    BRAID_RETURN_IF_ERROR(comm_->allReduce(h.data(), hi.data(), nmin, DataType::kUint64,
-                                           ReduceOp::kMax));
+    BRAID_RETURN_IF_ERROR(
+        comm_->allReduce(h.data(), lo.data(), nmin, DataType::kUint64, ReduceOp::kMin));
+    BRAID_RETURN_IF_ERROR(
+        comm_->allReduce(h.data(), hi.data(), nmin, DataType::kUint64, ReduceOp::kMax));
     for (size_t i = 0; i < nmin; ++i) {
       if (lo[i] != hi[i]) {
         first = i;
@@ -144,8 +151,8 @@ Status Bucketer::Impl::calibrate() {
     std::vector<double> t;
     for (int i = 0; i < reps + 1; ++i) {
       const uint64_t t0 = nowNs();
-      BRAID_RETURN_IF_ERROR(comm_->allReduce(buf.data(), buf.data(), count, DataType::kFloat32,
-                                             ReduceOp::kMax));
+      BRAID_RETURN_IF_ERROR(
+          comm_->allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kMax));
       if (i > 0) t.push_back(static_cast<double>(nowNs() - t0));
     }
     std::sort(t.begin(), t.end());
@@ -157,7 +164,8 @@ Status Bucketer::Impl::calibrate() {
   BRAID_RETURN_IF_ERROR(timeIt(largeCount, 3, &large).withContext("Bucketer calibration"));
   // The engine adds a wake-up and a copy-out per bucket: count 20 us on top of the wire latency.
   model_.aNs = small + 20000.0;
-  model_.nsPerByte = std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
+  model_.nsPerByte =
+      std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
   BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s)", model_.aNs * 1e-3,
              model_.nsPerByte, 1.0 / model_.nsPerByte);
   return Status::ok();
@@ -176,11 +184,51 @@ void Bucketer::Impl::runStep(uint64_t step) {
            " parameters, " + std::to_string(b.bytes) + " bytes, first " +
            paramLabel(b.params.front()) + ") on rank " + std::to_string(comm_->rank());
   };
+  auto copyOut = [this](const Bucket& b) {
+    if (opts_.zeroCopy) return;
+    for (int idx : b.params) {
+      void* dst = userPtr_[static_cast<size_t>(idx)];
+      if (dst != nullptr) {
+        std::memcpy(dst, b.data + offsetOf_[static_cast<size_t>(idx)],
+                    specs_[static_cast<size_t>(idx)].bytes());
+      }
+    }
+  };
+  // The codecs' step index: communicating steps only, the same count on every rank.
+  if (codec_ != nullptr) codec_->setStep(commSteps_);
+  if (smallCodec_ != nullptr) smallCodec_->setStep(commSteps_);
+  ++commSteps_;
   while (st.isOk() && (next < nb || !inflight.empty())) {
-    if (next < nb && inflight.size() < static_cast<size_t>(opts_.maxInFlight) &&
-        buckets_[next]->pending.load(std::memory_order_acquire) == 0) {
+    const bool nextReady =
+        next < nb && buckets_[next]->pending.load(std::memory_order_acquire) == 0;
+    // A compressed bucket runs the codec's blocking collectives here, once every earlier
+    // asynchronous all-reduce has completed (one issuer, one order on the communicator).
+    if (nextReady && inflight.empty() && buckets_[next]->codec != nullptr) {
       Bucket& b = *buckets_[next];
       b.launchNs = nowNs();
+      b.startNs = std::max(b.launchNs, prevDone);
+      Codec& c = *b.codec;
+      const uint64_t wire0 = c.stats().wireBytes;
+      Status s =
+          c.allReduce(*comm_, b.codecId, reinterpret_cast<float*>(b.data), b.count, b.shapes);
+      b.doneNs = nowNs();
+      prevDone = b.doneNs;
+      b.wireBytes = c.stats().wireBytes - wire0;
+      if (!s.isOk()) {
+        st = s.withContext("step " + std::to_string(step) + ", codec " + c.info().name + ", " +
+                           bucketWhere(next));
+        comm_->abort(st.message());
+        break;
+      }
+      copyOut(b);
+      ++next;
+      continue;
+    }
+    if (nextReady && inflight.size() < static_cast<size_t>(opts_.maxInFlight) &&
+        buckets_[next]->codec == nullptr) {
+      Bucket& b = *buckets_[next];
+      b.launchNs = nowNs();
+      b.wireBytes = b.bytes;
       auto w = comm_->allReduceAsync(b.data, b.data, b.count, b.type, op_);
       if (!w.isOk()) {
         st = w.status().withContext("step " + std::to_string(step) + ", " + bucketWhere(next));
@@ -202,15 +250,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
         st = s.withContext("step " + std::to_string(step) + ", " + bucketWhere(k));
         break;
       }
-      if (!opts_.zeroCopy) {
-        for (int idx : b.params) {
-          void* dst = userPtr_[static_cast<size_t>(idx)];
-          if (dst != nullptr) {
-            std::memcpy(dst, b.data + offsetOf_[static_cast<size_t>(idx)],
-                        specs_[static_cast<size_t>(idx)].bytes());
-          }
-        }
-      }
+      copyOut(b);
       continue;
     }
     // Nothing in flight and bucket `next` incomplete: wait for the thread that completes it.
@@ -245,6 +285,8 @@ void Bucketer::Impl::runStep(uint64_t step) {
       const Bucket& b = *buckets_[k];
       BucketMetrics bm;
       bm.bytes = b.bytes;
+      bm.wireBytes = b.wireBytes;
+      bm.codec = b.codec != nullptr ? b.codec->info().name : "none";
       bm.params = static_cast<uint32_t>(b.params.size());
       uint64_t ready = 0;  // its last gradient (written before the count reached zero)
       for (int idx : b.params) ready = std::max(ready, readyNs_[static_cast<size_t>(idx)]);
@@ -252,6 +294,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
       bm.startMs = msBetween(stepT0_, b.startNs);
       bm.doneMs = msBetween(stepT0_, b.doneNs);
       m.bytes += b.bytes;
+      m.wireBytes += b.wireBytes;
       m.buckets.push_back(bm);
     }
     st = exchangeStepInfo(&m);

@@ -149,6 +149,18 @@ uint64_t hashParam(const ParamSpec& p) {
   mix(&count, sizeof(count));
   mix(&type, sizeof(type));
   mix(p.name.data(), p.name.size());
+  if (p.rows != 0) {
+    const uint64_t rows = p.rows;
+    mix(&rows, sizeof(rows));
+  }
+  return h;
+}
+
+uint64_t hashBucket(const std::vector<ParamSpec>& params, const std::vector<int>& members) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ members.size();
+  for (int idx : members) {
+    h ^= hashParam(params[static_cast<size_t>(idx)]) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
   return h;
 }
 

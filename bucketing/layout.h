@@ -31,6 +31,8 @@ struct ParamSpec {
   size_t count = 0;
   DataType type = DataType::kFloat32;
   std::string name;
+  /// Matrix view for codecs: rows × (count / rows); 0 = 1-D (no shape given).
+  size_t rows = 0;
   size_t bytes() const { return count * dataTypeSize(type); }
 };
 
@@ -69,7 +71,10 @@ std::vector<uint32_t> encodePlan(const BucketPlan& plan, size_t n);
 /// Inverse of encodePlan; false when the encoding is not a valid plan of n parameters.
 bool decodePlan(const std::vector<uint32_t>& enc, size_t n, BucketPlan* plan);
 
-/// Stable 64-bit hash of a registration (id, count, dtype, name).
+/// Stable 64-bit hash of a registration (id, count, dtype, name, rows).
 uint64_t hashParam(const ParamSpec& p);
+/// A bucket's identity for codec state: the hash of its parameters' hashes, in bucket order.
+/// Equal on every rank, and equal across layouts for a bucket holding the same parameters.
+uint64_t hashBucket(const std::vector<ParamSpec>& params, const std::vector<int>& members);
 
 }  // namespace braid::detail

@@ -27,22 +27,25 @@ std::string num(double v) {
 }  // namespace
 
 std::string stepMetricsJson(const StepMetrics& m, int rank) {
-  std::string s = "{\"rank\":" + std::to_string(rank) + ",\"step\":" + std::to_string(m.step) +
-                  ",\"communicated\":" + (m.communicated ? "true" : "false") +
-                  ",\"rebuilt\":" + (m.rebuilt ? "true" : "false") +
-                  ",\"step_ms\":" + num(m.stepMs) + ",\"compute_ms\":" + num(m.computeMs) +
-                  ",\"comm_ms\":" + num(m.commMs) + ",\"exposed_ms\":" + num(m.exposedMs) +
-                  ",\"eta\":" + num(m.eta) + ",\"overlap\":" + num(m.overlap) +
-                  ",\"bytes\":" + std::to_string(m.bytes) + ",\"max_skew_ms\":" +
-                  num(m.maxSkewMs) + ",\"slowest_rank\":" + std::to_string(m.slowestRank) +
-                  ",\"skew_clock\":\"" + m.skewClock + "\",\"buckets\":[";
+  std::string s =
+      "{\"rank\":" + std::to_string(rank) + ",\"step\":" + std::to_string(m.step) +
+      ",\"communicated\":" + (m.communicated ? "true" : "false") +
+      ",\"rebuilt\":" + (m.rebuilt ? "true" : "false") + ",\"step_ms\":" + num(m.stepMs) +
+      ",\"compute_ms\":" + num(m.computeMs) + ",\"comm_ms\":" + num(m.commMs) +
+      ",\"exposed_ms\":" + num(m.exposedMs) + ",\"eta\":" + num(m.eta) +
+      ",\"overlap\":" + num(m.overlap) + ",\"bytes\":" + std::to_string(m.bytes) +
+      ",\"wire_bytes\":" + std::to_string(m.wireBytes) + ",\"max_skew_ms\":" + num(m.maxSkewMs) +
+      ",\"slowest_rank\":" + std::to_string(m.slowestRank) + ",\"skew_clock\":\"" + m.skewClock +
+      "\",\"buckets\":[";
   for (size_t k = 0; k < m.buckets.size(); ++k) {
     const BucketMetrics& b = m.buckets[k];
     if (k > 0) s += ",";
-    s += "{\"bytes\":" + std::to_string(b.bytes) + ",\"params\":" + std::to_string(b.params) +
-         ",\"ready_ms\":" + num(b.readyMs) + ",\"start_ms\":" + num(b.startMs) +
-         ",\"done_ms\":" + num(b.doneMs) + ",\"skew_ms\":" + num(b.skewMs) +
-         ",\"slowest_rank\":" + std::to_string(b.slowestRank) + "}";
+    s += "{\"bytes\":" + std::to_string(b.bytes) +
+         ",\"wire_bytes\":" + std::to_string(b.wireBytes) + ",\"codec\":\"" + b.codec + "\"" +
+         ",\"params\":" + std::to_string(b.params) + ",\"ready_ms\":" + num(b.readyMs) +
+         ",\"start_ms\":" + num(b.startMs) + ",\"done_ms\":" + num(b.doneMs) +
+         ",\"skew_ms\":" + num(b.skewMs) + ",\"slowest_rank\":" + std::to_string(b.slowestRank) +
+         "}";
   }
   s += "]}";
   return s;
@@ -52,8 +55,8 @@ std::string stepMetricsPrometheus(const StepMetrics& m, int rank) {
   const std::string lbl = "{rank=\"" + std::to_string(rank) + "\"}";
   std::string s;
   auto gauge = [&](const char* name, const char* help, double v) {
-    s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
-         lbl + " " + num(v) + "\n";
+    s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + lbl +
+         " " + num(v) + "\n";
   };
   gauge("braid_bucketer_step", "Index of the last finished step", static_cast<double>(m.step));
   gauge("braid_bucketer_step_seconds", "Last step: beginStep to finishStep returned",
@@ -68,6 +71,9 @@ std::string stepMetricsPrometheus(const StepMetrics& m, int rank) {
   gauge("braid_bucketer_overlap_fraction", "Last step: share of comm time overlapping compute",
         m.overlap);
   gauge("braid_bucketer_bytes", "Last step: bytes all-reduced", static_cast<double>(m.bytes));
+  gauge("braid_bucketer_wire_bytes",
+        "Last step: bytes this rank handed to collectives (compressed payloads)",
+        static_cast<double>(m.wireBytes));
   gauge("braid_bucketer_buckets", "Last step: number of buckets",
         static_cast<double>(m.buckets.size()));
   gauge("braid_bucketer_max_skew_seconds", "Last step: largest straggler skew of a bucket",

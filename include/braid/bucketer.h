@@ -40,6 +40,8 @@ typedef struct {
   int rebuildLayout;          /* rebuild once from the observed ready order (default 1) */
   int maxInFlight;            /* bounded launch window (default 2) */
   const char* metricsFile;    /* NULL = BRAID_METRICS_FILE */
+  const char* codec;          /* codec spec ("fp16", "powersgd:rank=4", ...); NULL = BRAID_CODEC */
+  size_t codecMinBytes;       /* smaller buckets uncompressed; 0 = BRAID_CODEC_MIN_BYTES */
 } braidBucketerConfig_t;
 
 typedef struct {
@@ -51,6 +53,7 @@ typedef struct {
   uint32_t buckets;
   double maxSkewMs;
   int slowestRank;
+  uint64_t wireBytes; /* bytes handed to collectives (compressed payloads) */
 } braidStepMetrics_t;
 
 /** Fills cfg with the defaults. */
@@ -62,6 +65,11 @@ braidResult_t braidBucketerDestroy(braidBucketer_t bucketer);
 /** Same order on every rank; name may be NULL. */
 braidResult_t braidBucketerRegister(braidBucketer_t bucketer, uint32_t id, size_t count,
                                     braidDataType_t datatype, const char* name);
+/** The same with the tensor's shape (count = product of dims[0..ndims-1]); codecs that see
+ *  matrices (PowerSGD) view it as dims[0] x the rest. */
+braidResult_t braidBucketerRegisterShaped(braidBucketer_t bucketer, uint32_t id, int ndims,
+                                          const size_t* dims, braidDataType_t datatype,
+                                          const char* name);
 /** Collective: checks registrations agree across ranks and builds the layout. */
 braidResult_t braidBucketerFinalize(braidBucketer_t bucketer);
 /** Zero-copy mode: where the gradient of id lives (changes at most once, at the rebuild). */

@@ -14,7 +14,11 @@
 // in bucket-index order on every rank, through the Communicator's asynchronous API; at the end of
 // a communicating step one small all-gather carries each rank's per-bucket timestamps and its
 // used-parameter bitmap (the straggler-skew metric and unused-parameter detection ride on it);
-// after the first communicating step rank 0 broadcasts the rebuilt layout, once. The
+// after the first communicating step rank 0 broadcasts the rebuilt layout, once. With a codec
+// (BucketerOptions::codec, BRAID_CODEC) a float32 bucket is instead reduced by the codec's own
+// blocking collectives on the engine thread (compression/codec.h), still in bucket-index order;
+// its error-feedback state is keyed by the bucket's identity (a hash of the parameters it holds)
+// and moved parameter by parameter when the layout is rebuilt. The
 // application must not issue its own collectives on the same communicator between beginStep()
 // and the return of finishStep().
 #pragma once
@@ -60,15 +64,30 @@ struct BucketerOptions {
   int maxInFlight = 2;
   /// "" = BRAID_METRICS_FILE ("-" or unset: no file).
   std::string metricsFile;
+  /// Gradient compression of float32 buckets of at least codecMinBytes: a codec spec as
+  /// parseCodecSpec (compression/codec.h) takes it, e.g. "fp16", "powersgd:rank=4,start=100",
+  /// "topk:ratio=0.01". "" = BRAID_CODEC; "none" = uncompressed (the native all-reduce). The
+  /// codec averages or sums as `reduction` says; error feedback is applied once per
+  /// communicating step (accumulation steps never reach the codec).
+  std::string codec;
+  /// Buckets below this many bytes use smallBucketCodec instead (a second size class: e.g. the
+  /// small first bucket); 0 = BRAID_CODEC_MIN_BYTES.
+  size_t codecMinBytes = 0;
+  /// Codec spec of the small size class; "" or "none" = uncompressed.
+  std::string smallBucketCodec;
 };
 
 /// One bucket's collective in one step. Times are milliseconds since beginStep() on this rank.
 struct BucketMetrics {
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  ///< dense size (what an uncompressed all-reduce would send)
+  /// Bytes this rank handed to collectives for the bucket: the buffer of each all-reduce, this
+  /// rank's block of each all-gather (the codec's payload; `bytes` when uncompressed).
+  uint64_t wireBytes = 0;
+  const char* codec = "none";  ///< codec that reduced it
   uint32_t params = 0;
-  double readyMs = 0;   ///< its last gradient was marked ready
-  double startMs = 0;   ///< the collective could start here (launched, and the previous done)
-  double doneMs = 0;    ///< result available
+  double readyMs = 0;  ///< its last gradient was marked ready
+  double startMs = 0;  ///< the collective could start here (launched, and the previous done)
+  double doneMs = 0;   ///< result available
   /// Straggler skew: how much later the last rank reached this collective than the first.
   double skewMs = 0;
   int slowestRank = 0;  ///< the rank that reached it last
@@ -88,9 +107,10 @@ struct StepMetrics {
   double eta = 0;
   /// |communication ∩ compute| / |communication| (interval overlap).
   double overlap = 0;
-  uint64_t bytes = 0;
-  double maxSkewMs = 0;       ///< largest bucket skew of the step
-  int slowestRank = 0;        ///< the rank that arrived last at that bucket
+  uint64_t bytes = 0;      ///< dense bytes of every bucket
+  uint64_t wireBytes = 0;  ///< sum of the buckets' wireBytes
+  double maxSkewMs = 0;    ///< largest bucket skew of the step
+  int slowestRank = 0;     ///< the rank that arrived last at that bucket
   /// "monotonic" (one host: CLOCK_MONOTONIC is shared by all ranks) or "wait-difference"
   /// (several hosts: skew from how long each rank waited inside the collective, clock-free).
   const char* skewClock = "monotonic";
@@ -107,6 +127,10 @@ class Bucketer {
 
   /// Registers a parameter; call in the same order on every rank (model order). ids are unique.
   Status registerParam(uint32_t id, size_t count, DataType type, const std::string& name = "");
+  /// The same with the tensor's shape (count = product of the dims). Codecs that see matrices
+  /// (PowerSGD) view it as dims[0] × (product of the rest); without a shape it is 1-D.
+  Status registerParam(uint32_t id, const std::vector<size_t>& shape, DataType type,
+                       const std::string& name = "");
   /// Collective: verifies that every rank registered the same parameters (else kInvalidUsage
   /// naming the first differing one on every rank), builds the layout, calibrates (kAuto).
   Status finalize();
