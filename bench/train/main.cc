@@ -3,7 +3,7 @@
 //
 //   braid-train-bench --ranks 2 [-p resnet50,bert-base,gpt2-small] [-m per-tensor,fixed-25m,auto]
 //                     [--compute sleep|triad] [--backward-ms PROFILE=MS,...] [-n 10] [-w 2]
-//                     [--scale F] [-J FILE]
+//                     [--scale F] [--codecs SPEC;SPEC...] [-J FILE]
 //
 // Compute is emulated, never run: each gradient is marked ready at its deadline t0 + (share of
 // the backward time), reached by sleeping (clock_nanosleep to an absolute CLOCK_MONOTONIC
@@ -22,6 +22,16 @@
 //
 // Modes: per-tensor = one all-reduce per gradient (a bucket per tensor, same engine);
 // fixed-25m = 25 MiB buckets with a 1 MiB first bucket (DDP's defaults); auto = braid's sizing.
+//
+// Codecs (--codecs, ';'-separated specs as BucketerOptions::codec takes them, e.g.
+// "none;powersgd:rank=4,start=0"): every mode runs once per codec, in the same run, and each line
+// names its codec and the wire bytes of a step (what this rank handed to collectives; dense
+// bytes when uncompressed). Compression runs on the Bucketer's engine thread; with --compute
+// sleep it competes with nothing, with triad it competes for the cores like a GPU's compression
+// kernels would compete for SMs (not modelled). Tensors are registered with their matrix shape
+// (profile rows) so PowerSGD compresses weight matrices and sends 1-D tensors dense. The codecs'
+// step counter counts communicating steps, warm-up included: give PowerSGD start=0 (or fewer
+// start steps than -w) so that the comm-only and overlapped phases are all compressed.
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +70,7 @@ struct Options {
   int warmup = 2;
   double scale = 1;
   std::string jsonFile;
+  std::vector<std::string> codecs = {""};  // "" = BRAID_CODEC
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -78,14 +89,18 @@ void usage() {
   printf(
       "usage: braid-train-bench [--ranks N] [-p PROFILES] [-m MODES] [--compute sleep|triad]\n"
       "                         [--backward-ms [PROFILE=]MS,...] [-n STEPS] [-w WARMUP]\n"
-      "                         [--scale F] [-J FILE] [--file-store] [-T SECONDS]\n"
+      "                         [--scale F] [--codecs SPEC;SPEC...] [-J FILE] [--file-store]\n"
+      "                         [-T SECONDS]\n"
       "  -p  comma list of resnet50, bert-base, gpt2-small or profile files\n"
       "      (lines 'name elements work' in backward order)\n"
       "  -m  comma list of per-tensor, fixed-25m, auto\n"
       "  --backward-ms  emulated backward time per step; defaults resnet50=400, bert-base=800,\n"
       "      gpt2-small=1600 (chosen so the profiles are compute-bound on a 2-core CPU box over\n"
       "      shm; not GPU measurements)\n"
-      "  --scale F  divide every tensor's element count by F (tensor count unchanged)\n"
+      "  --scale F  divide every tensor's element count by F (tensor count unchanged; a matrix\n"
+      "      keeps its rows and loses columns)\n"
+      "  --codecs   ';'-separated codec specs, each run for every mode (default: BRAID_CODEC),\n"
+      "      e.g. 'none;fp16;powersgd:rank=4,start=0'\n"
       "  -J FILE    one JSON object per profile and mode\n");
 }
 
@@ -93,12 +108,18 @@ bool parseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--ranks") o->ranks = atoi(next().c_str());
-    else if (a == "--file-store") o->fileStore = true;
-    else if (a == "-T") o->timeoutS = atoi(next().c_str());
-    else if (a == "-p" || a == "--profiles") o->profiles = split(next());
-    else if (a == "-m" || a == "--modes") o->modes = split(next());
-    else if (a == "--compute") o->compute = next();
+    if (a == "--ranks")
+      o->ranks = atoi(next().c_str());
+    else if (a == "--file-store")
+      o->fileStore = true;
+    else if (a == "-T")
+      o->timeoutS = atoi(next().c_str());
+    else if (a == "-p" || a == "--profiles")
+      o->profiles = split(next());
+    else if (a == "-m" || a == "--modes")
+      o->modes = split(next());
+    else if (a == "--compute")
+      o->compute = next();
     else if (a == "--backward-ms") {
       for (const std::string& kv : split(next())) {
         const size_t eq = kv.find('=');
@@ -109,11 +130,26 @@ bool parseArgs(int argc, char** argv, Options* o) {
           o->backwardMs[kv.substr(0, eq)] = atof(kv.c_str() + eq + 1);
         }
       }
-    } else if (a == "-n") o->steps = std::max(1, atoi(next().c_str()));
-    else if (a == "-w") o->warmup = std::max(1, atoi(next().c_str()));
-    else if (a == "--scale") o->scale = std::max(1.0, atof(next().c_str()));
-    else if (a == "-J") o->jsonFile = next();
-    else if (a == "-h" || a == "--help") {
+    } else if (a == "-n")
+      o->steps = std::max(1, atoi(next().c_str()));
+    else if (a == "-w")
+      o->warmup = std::max(1, atoi(next().c_str()));
+    else if (a == "--scale")
+      o->scale = std::max(1.0, atof(next().c_str()));
+    else if (a == "-J")
+      o->jsonFile = next();
+    else if (a == "--codecs") {
+      o->codecs.clear();
+      const std::string list = next();
+      size_t b = 0;
+      while (b <= list.size()) {
+        size_t e = list.find(';', b);
+        if (e == std::string::npos) e = list.size();
+        if (e > b) o->codecs.push_back(list.substr(b, e - b));
+        b = e + 1;
+      }
+      if (o->codecs.empty()) o->codecs.push_back("none");
+    } else if (a == "-h" || a == "--help") {
       usage();
       exit(0);
     } else {
@@ -162,6 +198,7 @@ struct Model {
   Profile prof;
   std::vector<int> tensorOf;  // per backward entry: tensor index or -1
   std::vector<std::vector<float>> grads;
+  std::vector<size_t> rows;  // per tensor: matrix rows, 0 = 1-D
   double nsPerWork = 0;
 };
 
@@ -191,7 +228,8 @@ Status runStep(Bucketer& b, Model& md, Phase phase, const std::string& compute, 
     }
     const int t = md.tensorOf[e];
     if (t >= 0) {
-      BRAID_RETURN_IF_ERROR(b.markReady(static_cast<uint32_t>(t), md.grads[static_cast<size_t>(t)].data()));
+      BRAID_RETURN_IF_ERROR(
+          b.markReady(static_cast<uint32_t>(t), md.grads[static_cast<size_t>(t)].data()));
     }
   }
   auto m = b.finishStep();
@@ -225,8 +263,8 @@ std::string machineLine() {
       break;
     }
   }
-  return std::string("# machine: host=") + u.nodename + " kernel=" + u.release + " cpus=" +
-         std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cpu=\"" + cpu + "\"";
+  return std::string("# machine: host=") + u.nodename + " kernel=" + u.release +
+         " cpus=" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cpu=\"" + cpu + "\"";
 }
 
 int runRank(const Options& o) {
@@ -238,18 +276,19 @@ int runRank(const Options& o) {
   Communicator& comm = **created;
   const int rank = comm.rank(), p = comm.size();
   const std::string transport = paramString("BRAID_TRANSPORT");
-  const std::string link =
-      (transport == "tcp" || comm.numHosts() > 1) ? "tcp" : "shm";
+  const std::string link = (transport == "tcp" || comm.numHosts() > 1) ? "tcp" : "shm";
   FILE* json = nullptr;
   if (rank == 0) {
     printf("%s\n", machineLine().c_str());
     printf("# build: braid-train-bench %s, %s\n", BRAID_TRAIN_BUILD, BRAID_TRAIN_GIT);
-    printf("# params: ranks=%d hosts=%d steps=%d warmup=%d compute=%s scale=%g "
-           "BRAID_TRANSPORT=%s BRAID_ALGO='%s' BRAID_TIMEOUT_MS=%s\n",
-           p, comm.numHosts(), o.steps, o.warmup, o.compute.c_str(), o.scale, transport.c_str(),
-           paramString("BRAID_ALGO").c_str(), paramString("BRAID_TIMEOUT_MS").c_str());
-    printf("# exposed = step - compute; eta = 1 - exposed/comm; omega = |comm ∩ compute|/|comm| "
-           "(rank 0); times in ms, medians of the slowest rank per step\n");
+    printf(
+        "# params: ranks=%d hosts=%d steps=%d warmup=%d compute=%s scale=%g "
+        "BRAID_TRANSPORT=%s BRAID_ALGO='%s' BRAID_TIMEOUT_MS=%s\n",
+        p, comm.numHosts(), o.steps, o.warmup, o.compute.c_str(), o.scale, transport.c_str(),
+        paramString("BRAID_ALGO").c_str(), paramString("BRAID_TIMEOUT_MS").c_str());
+    printf(
+        "# exposed = step - compute; eta = 1 - exposed/comm; omega = |comm ∩ compute|/|comm| "
+        "(rank 0); times in ms, medians of the slowest rank per step\n");
     if (!o.jsonFile.empty()) json = fopen(o.jsonFile.c_str(), "a");
   }
   Triad triad;
@@ -271,112 +310,141 @@ int runRank(const Options& o) {
         continue;
       }
       md.tensorOf.push_back(static_cast<int>(md.grads.size()));
-      const size_t n = std::max<size_t>(1, static_cast<size_t>(static_cast<double>(e.elements) / o.scale));
+      size_t n =
+          std::max<size_t>(1, static_cast<size_t>(static_cast<double>(e.elements) / o.scale));
+      if (e.rows > 0) {
+        const size_t cols = std::max<size_t>(
+            1, static_cast<size_t>(static_cast<double>(e.elements / e.rows) / o.scale));
+        n = e.rows * cols;
+      }
+      md.rows.push_back(e.rows);
       md.grads.emplace_back(n, 1.0f / static_cast<float>(1 + md.grads.size() % 7));
     }
     size_t bytes = 0;
     for (const auto& g : md.grads) bytes += g.size() * sizeof(float);
     const std::string computeLabel = "emulated(" + o.compute + ",profile=" + md.prof.name + ")";
     for (const std::string& mode : o.modes) {
-      BucketerOptions bo;
-      bo.metricsFile = "-";
-      if (mode == "per-tensor") {
-        bo.sizing = BucketSizing::kFixed;
-        bo.bucketCapBytes = 1;
-        bo.firstBucketCapBytes = 1;
-      } else if (mode == "fixed-25m") {
-        bo.sizing = BucketSizing::kFixed;
-        bo.bucketCapBytes = size_t{25} << 20;
-        bo.firstBucketCapBytes = size_t{1} << 20;
-      } else {
-        bo.sizing = BucketSizing::kAuto;
-      }
-      auto cb = Bucketer::create(&comm, bo);
-      Status s = cb.status();
-      if (s.isOk()) {
-        // Forward order (the framework's parameter order): the reverse of backward.
-        std::vector<std::pair<int, std::string>> fwd;
-        for (size_t e = 0; e < md.prof.backward.size(); ++e) {
-          if (md.tensorOf[e] >= 0) fwd.emplace_back(md.tensorOf[e], md.prof.backward[e].name);
+      for (const std::string& codec : o.codecs) {
+        const char* envCodec = getenv("BRAID_CODEC");  // what the Bucketer reads for ""
+        const std::string codecLabel =
+            !codec.empty() ? codec
+                           : (envCodec != nullptr && envCodec[0] != '\0' ? envCodec : "none");
+        BucketerOptions bo;
+        bo.metricsFile = "-";
+        bo.codec = codec;
+        if (mode == "per-tensor") {
+          bo.sizing = BucketSizing::kFixed;
+          bo.bucketCapBytes = 1;
+          bo.firstBucketCapBytes = 1;
+        } else if (mode == "fixed-25m") {
+          bo.sizing = BucketSizing::kFixed;
+          bo.bucketCapBytes = size_t{25} << 20;
+          bo.firstBucketCapBytes = size_t{1} << 20;
+        } else {
+          bo.sizing = BucketSizing::kAuto;
         }
-        std::reverse(fwd.begin(), fwd.end());
-        for (const auto& [t, name] : fwd) {
-          if (!s.isOk()) break;
-          s = (*cb)->registerParam(static_cast<uint32_t>(t), md.grads[static_cast<size_t>(t)].size(),
-                                   DataType::kFloat32, name);
+        auto cb = Bucketer::create(&comm, bo);
+        Status s = cb.status();
+        if (s.isOk()) {
+          // Forward order (the framework's parameter order): the reverse of backward.
+          std::vector<std::pair<int, std::string>> fwd;
+          for (size_t e = 0; e < md.prof.backward.size(); ++e) {
+            if (md.tensorOf[e] >= 0) fwd.emplace_back(md.tensorOf[e], md.prof.backward[e].name);
+          }
+          std::reverse(fwd.begin(), fwd.end());
+          for (const auto& [t, name] : fwd) {
+            if (!s.isOk()) break;
+            const size_t count = md.grads[static_cast<size_t>(t)].size();
+            const size_t rows = md.rows[static_cast<size_t>(t)];
+            if (rows > 0) {
+              s = (*cb)->registerParam(static_cast<uint32_t>(t),
+                                       std::vector<size_t>{rows, count / rows}, DataType::kFloat32,
+                                       name);
+            } else {
+              s = (*cb)->registerParam(static_cast<uint32_t>(t), count, DataType::kFloat32, name);
+            }
+          }
+        }
+        if (s.isOk()) s = (*cb)->finalize();
+        std::vector<double> comp, commOnly, step, omega, tail, skew, late;
+        StepOut so;
+        for (int i = 0; i < o.warmup && s.isOk(); ++i) {
+          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, nullptr, &so);
+        }
+        for (int i = 0; i < o.steps && s.isOk(); ++i) {
+          s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, &late, &so);
+          comp.push_back(so.ms);
+        }
+        for (int i = 0; i < o.steps && s.isOk(); ++i) {
+          s = runStep(**cb, md, Phase::kComm, o.compute, &triad, nullptr, &so);
+          commOnly.push_back(so.ms);
+        }
+        for (int i = 0; i < o.steps && s.isOk(); ++i) {
+          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, &late, &so);
+          step.push_back(so.ms);
+          omega.push_back(so.m.overlap);
+          tail.push_back(so.m.exposedMs);
+          skew.push_back(so.m.maxSkewMs);
+        }
+        if (s.isOk()) {
+          // The slowest rank per step (the Bucketer's engine is idle between steps).
+          std::vector<double> all;
+          all.insert(all.end(), comp.begin(), comp.end());
+          all.insert(all.end(), commOnly.begin(), commOnly.end());
+          all.insert(all.end(), step.begin(), step.end());
+          all.push_back(percentile(late, 0.99));
+          s = comm.allReduce(all.data(), all.data(), all.size(), DataType::kFloat64,
+                             ReduceOp::kMax);
+          const size_t n = static_cast<size_t>(o.steps);
+          comp.assign(all.begin(), all.begin() + static_cast<long>(n));
+          commOnly.assign(all.begin() + static_cast<long>(n),
+                          all.begin() + static_cast<long>(2 * n));
+          step.assign(all.begin() + static_cast<long>(2 * n),
+                      all.begin() + static_cast<long>(3 * n));
+          late.assign(1, all.back());
+        }
+        if (!s.isOk()) {
+          fprintf(stderr, "braid-train-bench: rank %d: profile %s mode %s codec %s: %s\n", rank,
+                  md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), s.toString().c_str());
+          rc = 1;
+          break;
+        }
+        const double tStep = median(step), tComp = median(comp), tComm = median(commOnly);
+        const double exposed = std::max(0.0, tStep - tComp);
+        const double eta = tComm > 0 ? std::clamp(1.0 - exposed / tComm, 0.0, 1.0) : 1.0;
+        const size_t buckets = (*cb)->bucketCount();
+        if (rank == 0) {
+          char line[1024];
+          snprintf(line, sizeof(line),
+                   "profile=%-10s mode=%-10s codec=%s ranks=%d tensors=%zu MiB=%.1f wire_MiB=%.2f "
+                   "buckets=%zu "
+                   "step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f eta=%.3f omega=%.3f "
+                   "tail_ms=%.2f skew_ms=%.3f late_p99_ms=%.3f serial_speedup=%.2f "
+                   "compute=%s link=%s device=cpu",
+                   md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
+                   static_cast<double>(bytes) / (1 << 20),
+                   static_cast<double>(so.m.wireBytes) / (1 << 20), buckets, tStep, tComp, tComm,
+                   exposed, eta, median(omega), median(tail), median(skew), late[0],
+                   tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
+          printf("%s\n", line);
+          fflush(stdout);
+          if (json != nullptr) {
+            fprintf(json,
+                    "{\"profile\":\"%s\",\"mode\":\"%s\",\"codec\":\"%s\",\"ranks\":%d,"
+                    "\"tensors\":%zu,\"bytes\":%zu,\"wire_bytes\":%llu,"
+                    "\"buckets\":%zu,\"step_ms\":%.4f,\"compute_ms\":%.4f,\"comm_ms\":%.4f,"
+                    "\"exposed_ms\":%.4f,\"eta\":%.4f,\"omega\":%.4f,\"tail_ms\":%.4f,"
+                    "\"skew_ms\":%.4f,\"late_p99_ms\":%.4f,\"backward_ms\":%.1f,\"steps\":%d,"
+                    "\"compute\":\"%s\",\"link\":\"%s\",\"device\":\"cpu\"}\n",
+                    md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
+                    bytes, static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp,
+                    tComm, exposed, eta, median(omega), median(tail), median(skew), late[0],
+                    backwardMs, o.steps, computeLabel.c_str(), link.c_str());
+            fflush(json);
+          }
         }
       }
-      if (s.isOk()) s = (*cb)->finalize();
-      std::vector<double> comp, commOnly, step, omega, tail, skew, late;
-      StepOut so;
-      for (int i = 0; i < o.warmup && s.isOk(); ++i) {
-        s = runStep(**cb, md, Phase::kStep, o.compute, &triad, nullptr, &so);
-      }
-      for (int i = 0; i < o.steps && s.isOk(); ++i) {
-        s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, &late, &so);
-        comp.push_back(so.ms);
-      }
-      for (int i = 0; i < o.steps && s.isOk(); ++i) {
-        s = runStep(**cb, md, Phase::kComm, o.compute, &triad, nullptr, &so);
-        commOnly.push_back(so.ms);
-      }
-      for (int i = 0; i < o.steps && s.isOk(); ++i) {
-        s = runStep(**cb, md, Phase::kStep, o.compute, &triad, &late, &so);
-        step.push_back(so.ms);
-        omega.push_back(so.m.overlap);
-        tail.push_back(so.m.exposedMs);
-        skew.push_back(so.m.maxSkewMs);
-      }
-      if (s.isOk()) {
-        // The slowest rank per step (the Bucketer's engine is idle between steps).
-        std::vector<double> all;
-        all.insert(all.end(), comp.begin(), comp.end());
-        all.insert(all.end(), commOnly.begin(), commOnly.end());
-        all.insert(all.end(), step.begin(), step.end());
-        all.push_back(percentile(late, 0.99));
-        s = comm.allReduce(all.data(), all.data(), all.size(), DataType::kFloat64, ReduceOp::kMax);
-        const size_t n = static_cast<size_t>(o.steps);
-        comp.assign(all.begin(), all.begin() + static_cast<long>(n));
-        commOnly.assign(all.begin() + static_cast<long>(n), all.begin() + static_cast<long>(2 * n));
-        step.assign(all.begin() + static_cast<long>(2 * n), all.begin() + static_cast<long>(3 * n));
-        late.assign(1, all.back());
-      }
-      if (!s.isOk()) {
-        fprintf(stderr, "braid-train-bench: rank %d: profile %s mode %s: %s\n", rank,
-                md.prof.name.c_str(), mode.c_str(), s.toString().c_str());
-        rc = 1;
-        break;
-      }
-      const double tStep = median(step), tComp = median(comp), tComm = median(commOnly);
-      const double exposed = std::max(0.0, tStep - tComp);
-      const double eta = tComm > 0 ? std::clamp(1.0 - exposed / tComm, 0.0, 1.0) : 1.0;
-      const size_t buckets = (*cb)->bucketCount();
-      if (rank == 0) {
-        char line[1024];
-        snprintf(line, sizeof(line),
-                 "profile=%-10s mode=%-10s ranks=%d tensors=%zu MiB=%.1f buckets=%zu "
-                 "step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f eta=%.3f omega=%.3f "
-                 "tail_ms=%.2f skew_ms=%.3f late_p99_ms=%.3f serial_speedup=%.2f "
-                 "compute=%s link=%s device=cpu",
-                 md.prof.name.c_str(), mode.c_str(), p, md.grads.size(),
-                 static_cast<double>(bytes) / (1 << 20), buckets, tStep, tComp, tComm, exposed,
-                 eta, median(omega), median(tail), median(skew), late[0],
-                 tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
-        printf("%s\n", line);
-        fflush(stdout);
-        if (json != nullptr) {
-          fprintf(json,
-                  "{\"profile\":\"%s\",\"mode\":\"%s\",\"ranks\":%d,\"tensors\":%zu,\"bytes\":%zu,"
-                  "\"buckets\":%zu,\"step_ms\":%.4f,\"compute_ms\":%.4f,\"comm_ms\":%.4f,"
-                  "\"exposed_ms\":%.4f,\"eta\":%.4f,\"omega\":%.4f,\"tail_ms\":%.4f,"
-                  "\"skew_ms\":%.4f,\"late_p99_ms\":%.4f,\"backward_ms\":%.1f,\"steps\":%d,"
-                  "\"compute\":\"%s\",\"link\":\"%s\",\"device\":\"cpu\"}\n",
-                  md.prof.name.c_str(), mode.c_str(), p, md.grads.size(), bytes, buckets, tStep,
-                  tComp, tComm, exposed, eta, median(omega), median(tail), median(skew), late[0],
-                  backwardMs, o.steps, computeLabel.c_str(), link.c_str());
-          fflush(json);
-        }
-      }
+      if (rc != 0) break;
     }
     if (rc != 0) break;
   }

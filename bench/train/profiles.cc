@@ -28,8 +28,8 @@ namespace {
 // Forward order is collected, then reversed: backward produces the last layer's gradients first.
 struct Builder {
   std::vector<ProfileEntry> fwd;
-  void add(const std::string& name, size_t elements, double positions) {
-    fwd.push_back({name, elements, static_cast<double>(elements) * positions});
+  void add(const std::string& name, size_t elements, double positions, size_t rows = 0) {
+    fwd.push_back({name, elements, static_cast<double>(elements) * positions, rows});
   }
   void work(const std::string& name, double w) { fwd.push_back({name, 0, w}); }
   std::vector<ProfileEntry> backward() const {
@@ -42,7 +42,7 @@ struct Builder {
 // parameters.
 Profile resnet50() {
   Builder b;
-  b.add("conv1.weight", 64 * 3 * 7 * 7, 112 * 112);
+  b.add("conv1.weight", 64 * 3 * 7 * 7, 112 * 112, 64);
   b.add("bn1.weight", 64, 112 * 112);
   b.add("bn1.bias", 64, 112 * 112);
   const int blocks[4] = {3, 4, 6, 3};
@@ -54,17 +54,17 @@ Profile resnet50() {
     for (int k = 0; k < blocks[l]; ++k) {
       const std::string p = "layer" + std::to_string(l + 1) + "." + std::to_string(k) + ".";
       const double s1 = k == 0 ? static_cast<double>(prevSide) * prevSide : s * s;
-      b.add(p + "conv1.weight", static_cast<size_t>(w) * in, s1);
+      b.add(p + "conv1.weight", static_cast<size_t>(w) * in, s1, w);
       b.add(p + "bn1.weight", w, s1);
       b.add(p + "bn1.bias", w, s1);
-      b.add(p + "conv2.weight", static_cast<size_t>(w) * w * 9, s * s);
+      b.add(p + "conv2.weight", static_cast<size_t>(w) * w * 9, s * s, w);
       b.add(p + "bn2.weight", w, s * s);
       b.add(p + "bn2.bias", w, s * s);
-      b.add(p + "conv3.weight", static_cast<size_t>(out) * w, s * s);
+      b.add(p + "conv3.weight", static_cast<size_t>(out) * w, s * s, out);
       b.add(p + "bn3.weight", out, s * s);
       b.add(p + "bn3.bias", out, s * s);
       if (k == 0) {
-        b.add(p + "downsample.0.weight", static_cast<size_t>(out) * in, s * s);
+        b.add(p + "downsample.0.weight", static_cast<size_t>(out) * in, s * s, out);
         b.add(p + "downsample.1.weight", out, s * s);
         b.add(p + "downsample.1.bias", out, s * s);
       }
@@ -72,7 +72,7 @@ Profile resnet50() {
     }
     prevSide = s;
   }
-  b.add("fc.weight", 1000 * 2048, 1);
+  b.add("fc.weight", 1000 * 2048, 1, 1000);
   b.add("fc.bias", 1000, 1);
   return {"resnet50", b.backward()};
 }
@@ -82,33 +82,33 @@ Profile bertBase() {
   const double seq = 128;
   const size_t h = 768, ff = 3072;
   Builder b;
-  b.add("embeddings.word_embeddings.weight", 30522 * h, 0);
+  b.add("embeddings.word_embeddings.weight", 30522 * h, 0, 30522);
   b.fwd.back().work = h * seq;  // backward of an embedding is a scatter of seq rows
-  b.add("embeddings.position_embeddings.weight", 512 * h, 0);
+  b.add("embeddings.position_embeddings.weight", 512 * h, 0, 512);
   b.fwd.back().work = h * seq;
-  b.add("embeddings.token_type_embeddings.weight", 2 * h, 0);
+  b.add("embeddings.token_type_embeddings.weight", 2 * h, 0, 2);
   b.fwd.back().work = h * seq;
   b.add("embeddings.LayerNorm.weight", h, seq);
   b.add("embeddings.LayerNorm.bias", h, seq);
   for (int l = 0; l < 12; ++l) {
     const std::string p = "encoder.layer." + std::to_string(l) + ".";
     for (const char* m : {"query", "key", "value"}) {
-      b.add(p + "attention.self." + m + ".weight", h * h, seq);
+      b.add(p + "attention.self." + m + ".weight", h * h, seq, h);
       b.add(p + "attention.self." + m + ".bias", h, seq);
     }
     b.work(p + "attention.scores", 2.0 * seq * seq * h);  // QK^T and PV: no parameters
-    b.add(p + "attention.output.dense.weight", h * h, seq);
+    b.add(p + "attention.output.dense.weight", h * h, seq, h);
     b.add(p + "attention.output.dense.bias", h, seq);
     b.add(p + "attention.output.LayerNorm.weight", h, seq);
     b.add(p + "attention.output.LayerNorm.bias", h, seq);
-    b.add(p + "intermediate.dense.weight", ff * h, seq);
+    b.add(p + "intermediate.dense.weight", ff * h, seq, ff);
     b.add(p + "intermediate.dense.bias", ff, seq);
-    b.add(p + "output.dense.weight", h * ff, seq);
+    b.add(p + "output.dense.weight", h * ff, seq, h);
     b.add(p + "output.dense.bias", h, seq);
     b.add(p + "output.LayerNorm.weight", h, seq);
     b.add(p + "output.LayerNorm.bias", h, seq);
   }
-  b.add("pooler.dense.weight", h * h, 1);
+  b.add("pooler.dense.weight", h * h, 1, h);
   b.add("pooler.dense.bias", h, 1);
   return {"bert-base", b.backward()};
 }
@@ -120,29 +120,29 @@ Profile gpt2Small() {
   const double seq = 1024;
   const size_t h = 768, vocab = 50257;
   Builder b;
-  b.add("wpe.weight", 1024 * h, 0);
+  b.add("wpe.weight", 1024 * h, 0, 1024);
   b.fwd.back().work = h * seq;
   for (int l = 0; l < 12; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     b.add(p + "ln_1.weight", h, seq);
     b.add(p + "ln_1.bias", h, seq);
-    b.add(p + "attn.c_attn.weight", h * 3 * h, seq);
+    b.add(p + "attn.c_attn.weight", h * 3 * h, seq, h);
     b.add(p + "attn.c_attn.bias", 3 * h, seq);
     b.work(p + "attn.scores", 2.0 * seq * seq * h / 2);  // causal: half the square
-    b.add(p + "attn.c_proj.weight", h * h, seq);
+    b.add(p + "attn.c_proj.weight", h * h, seq, h);
     b.add(p + "attn.c_proj.bias", h, seq);
     b.add(p + "ln_2.weight", h, seq);
     b.add(p + "ln_2.bias", h, seq);
-    b.add(p + "mlp.c_fc.weight", h * 4 * h, seq);
+    b.add(p + "mlp.c_fc.weight", h * 4 * h, seq, h);
     b.add(p + "mlp.c_fc.bias", 4 * h, seq);
-    b.add(p + "mlp.c_proj.weight", 4 * h * h, seq);
+    b.add(p + "mlp.c_proj.weight", 4 * h * h, seq, 4 * h);
     b.add(p + "mlp.c_proj.bias", h, seq);
   }
   b.add("ln_f.weight", h, seq);
   b.add("ln_f.bias", h, seq);
   b.work("lm_head (tied to wte)", static_cast<double>(vocab) * h * seq);
   std::vector<ProfileEntry> bw = b.backward();
-  bw.push_back({"wte.weight", vocab * h, h * seq});
+  bw.push_back({"wte.weight", vocab * h, h * seq, vocab});
   return {"gpt2-small", bw};
 }
 
@@ -169,9 +169,10 @@ Profile loadProfile(const std::string& nameOrPath, std::string* error) {
     std::istringstream ss(line);
     ProfileEntry e;
     if (!(ss >> e.name >> e.elements >> e.work)) {
-      *error = nameOrPath + ":" + std::to_string(lineNo) + ": expected 'name elements work'";
+      *error = nameOrPath + ":" + std::to_string(lineNo) + ": expected 'name elements work [rows]'";
       return {};
     }
+    if (!(ss >> e.rows) || e.rows == 0 || e.elements % e.rows != 0) e.rows = 0;
     p.backward.push_back(e);
   }
   return p;

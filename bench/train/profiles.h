@@ -20,6 +20,9 @@ struct ProfileEntry {
   std::string name;   ///< tensor name, or the parameter-free work it stands for
   size_t elements;    ///< 0 for compute-only entries
   double work;        ///< FLOP proxy of the backward work that precedes this gradient
+  /// Matrix view for codecs (PowerSGD): rows × elements/rows, as the framework stores the
+  /// weight (conv: out channels × in·kh·kw; linear: its first dimension); 0 = 1-D.
+  size_t rows = 0;
 };
 
 struct Profile {
@@ -30,8 +33,8 @@ struct Profile {
   double work() const;
 };
 
-/// "resnet50", "bert-base", "gpt2-small"; or a file (one "name elements work" line per entry,
-/// in backward order, '#' comments). Empty profile name on error (message in *error).
+/// "resnet50", "bert-base", "gpt2-small"; or a file (one "name elements work [rows]" line per
+/// entry, in backward order, '#' comments). Empty profile name on error (message in *error).
 Profile loadProfile(const std::string& nameOrPath, std::string* error);
 std::vector<std::string> builtinProfiles();
 
