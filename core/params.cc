@@ -282,6 +282,9 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_TCP_STRIPE_MIN", ParamType::kInt, "262144", "",
        "Messages of at least this many bytes are striped across the tcp streams (k, m, g "
        "suffixes)"},
+      {"BRAID_UCX_TLS", ParamType::kString, "tcp,sm,self", "",
+       "UCX transports the ucx backend restricts UCX to when UCX_TLS is not set (UCX_TLS syntax; "
+       "the default needs no RDMA hardware)"},
       {"BRAID_SHM_RING_BYTES", ParamType::kInt, "4194304", "",
        "Size in bytes of each shared-memory connection's ring buffer (suffixes k, m, g)"},
       {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", "",
@@ -301,9 +304,9 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_NET_IFNAME", ParamType::kString, "", "",
        "Network interfaces the NCCL net plugin offers as devices, NCCL_SOCKET_IFNAME syntax; empty "
        "= every non-loopback interface (docker/virbr bridges excluded), else loopback"},
-      {"BRAID_NET_TRANSPORT", ParamType::kEnum, "tcp", "tcp|shm",
-       "Transport under the NCCL net plugin: tcp (across hosts), or shm (same host only, for "
-       "tests); every rank must use the same"},
+      {"BRAID_NET_TRANSPORT", ParamType::kEnum, "tcp", "tcp|shm|ucx",
+       "Transport under the NCCL net plugin: tcp (across hosts), ucx (UCP; when built with UCX), "
+       "or shm (same host only, for tests); every rank must use the same"},
       {"BRAID_NET_MAX_RECVS", ParamType::kInt, "1", "",
        "maxRecvs the NCCL net plugin reports (1..8); above 1 NCCL may group receives and every "
        "send carries a small header; every rank must use the same"},

@@ -1,5 +1,7 @@
 // net_stream: the NCCL net plugin against plain TCP loopback, measured by the same program in the
-// same run (issue #4's closing-note benchmark).
+// same run (issue #4's closing-note benchmark), once per transport under the plugin (--transports,
+// default tcp,ucx; each in a fresh child process with BRAID_NET_TRANSPORT set, so that every
+// plugin load reads its own configuration; a transport that is not built is reported as such).
 //
 //   1. stream:   --count messages of --bytes (default 64 MiB) from a child process to this one,
 //                --window in flight, through libnccl-net-braid.so (dlopen, v11 table, NCCL's
@@ -7,7 +9,8 @@
 //   2. pingpong: --iters 8-byte round trips through the plugin (busy-polling test(), as NCCL's
 //                proxy does) and through a blocking TCP_NODELAY socket pair; median and mean µs.
 //
-// usage: net_stream [--plugin PATH] [--bytes N] [--count N] [--window N] [--iters N] [--json]
+// usage: net_stream [--plugin PATH] [--bytes N] [--count N] [--window N] [--iters N]
+//                   [--transports tcp,ucx] [--json]
 // BRAID_NET_IFNAME defaults to lo here. Prints the machine, the build and every parameter.
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -42,6 +45,7 @@ struct Options {
   int count = 24;
   int window = 4;
   int iters = 20000;
+  std::string transports = "tcp,ucx";
   bool json = false;
 };
 
@@ -121,6 +125,21 @@ struct Plugin {
          "connect");
     if (sc == nullptr) die("connect failed");
     return sc;
+  }
+  /// Connects to the peer's handle while accepting the peer on lc, in one loop as NCCL's proxy
+  /// does (a ucx connection completes only while its listener's side calls accept).
+  void connectAccept(Pipe& in, void* lc, void** sc, void** rc) {
+    char h[abi::kNetHandleMaxSize];
+    in.get(h, sizeof(h));
+    *sc = *rc = nullptr;
+    spin(
+        [&] {
+          if (*sc == nullptr && n->connect(ctx, 0, h, sc, nullptr) != abi::kSuccess) die("connect");
+          if (*rc == nullptr && n->accept(lc, rc, nullptr) != abi::kSuccess) die("accept");
+          return *sc != nullptr && *rc != nullptr;
+        },
+        "connect/accept");
+    n->closeListen(lc);
   }
   void send(void* sc, void* data, size_t size, void** req) {
     *req = nullptr;
@@ -281,8 +300,9 @@ Latency pluginPingPong(const Options& o) {
   pid_t pid = child([&] {
     Plugin p(o.plugin);
     void* lc = p.listen(toParent);
-    void* sc = p.connect(toChild);
-    void* rc = p.accept(lc);
+    void* sc = nullptr;
+    void* rc = nullptr;
+    p.connectAccept(toChild, lc, &sc, &rc);
     uint64_t v = 0;
     for (int i = 0; i < o.iters + 100; ++i) {
       void* r = nullptr;
@@ -296,8 +316,9 @@ Latency pluginPingPong(const Options& o) {
   });
   Plugin p(o.plugin);
   void* lc = p.listen(toChild);
-  void* sc = p.connect(toParent);
-  void* rc = p.accept(lc);
+  void* sc = nullptr;
+  void* rc = nullptr;
+  p.connectAccept(toParent, lc, &sc, &rc);
   std::vector<double> us;
   uint64_t v = 42, back = 0;
   for (int i = 0; i < o.iters + 100; ++i) {
@@ -345,6 +366,29 @@ Latency tcpPingPong(const Options& o) {
   return summarize(us);
 }
 
+struct PluginResult {
+  double gbps = 0;
+  Latency lat{0, 0};
+};
+
+/// Both plugin measurements over `transport`, in a fresh child process (the plugin reads its
+/// configuration once per load, and UCX must not be initialized in a process that forks later).
+bool pluginRun(const Options& o, const std::string& transport, PluginResult* out) {
+  Pipe result;
+  pid_t pid = child([&] {
+    setenv("BRAID_NET_TRANSPORT", transport.c_str(), 1);
+    PluginResult r;
+    r.gbps = pluginStream(o);
+    r.lat = pluginPingPong(o);
+    result.put(&r, sizeof(r));
+  });
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return false;
+  result.get(out, sizeof(*out));
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -365,12 +409,14 @@ int main(int argc, char** argv) {
       o.window = std::stoi(next());
     else if (a == "--iters")
       o.iters = std::stoi(next());
+    else if (a == "--transports")
+      o.transports = next();
     else if (a == "--json")
       o.json = true;
     else {
       printf(
           "usage: net_stream [--plugin PATH] [--bytes N] [--count N] [--window N] "
-          "[--iters N] [--json]\n");
+          "[--iters N] [--transports tcp,ucx] [--json]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -389,28 +435,50 @@ int main(int argc, char** argv) {
          "asserts"
 #endif
   );
+  const char* ucxTls = getenv("UCX_TLS");
+  const char* braidTls = getenv("BRAID_UCX_TLS");
   printf("# plugin %s; BRAID_NET_IFNAME=%s BRAID_TCP_STREAMS=%s BRAID_TCP_STRIPE_MIN=%s\n",
          o.plugin.c_str(), getenv("BRAID_NET_IFNAME"), streams ? streams : "(default 4)",
          stripe ? stripe : "(default 256k)");
+  printf("# transports %s; UCX_TLS=%s BRAID_UCX_TLS=%s\n", o.transports.c_str(),
+         ucxTls ? ucxTls : "(unset)", braidTls ? braidTls : "(default tcp,sm,self)");
   printf("# stream: %d x %zu B, window %d; pingpong: %d x 8 B round trips\n", o.count, o.bytes,
          o.window, o.iters);
 
   const double tcp = tcpStream(o);
-  const double plugin = pluginStream(o);
   const Latency tcpLat = tcpPingPong(o);
-  const Latency plugLat = pluginPingPong(o);
-  printf("stream   plain-tcp %7.2f GB/s   plugin %7.2f GB/s   plugin/tcp %.2f\n", tcp, plugin,
-         plugin / tcp);
-  printf(
-      "pingpong plain-tcp median %6.2f us mean %6.2f us   plugin median %6.2f us mean %6.2f "
-      "us   plugin/tcp (median) %.2f\n",
-      tcpLat.medianUs, tcpLat.meanUs, plugLat.medianUs, plugLat.meanUs,
-      plugLat.medianUs / tcpLat.medianUs);
+  printf("plain-tcp  stream %7.2f GB/s   pingpong median %6.2f us mean %6.2f us\n", tcp,
+         tcpLat.medianUs, tcpLat.meanUs);
   if (o.json) {
-    printf(
-        "{\"bench\":\"net_stream\",\"bytes\":%zu,\"count\":%d,\"window\":%d,"
-        "\"tcp_gbps\":%.3f,\"plugin_gbps\":%.3f,\"tcp_rtt_us\":%.3f,\"plugin_rtt_us\":%.3f}\n",
-        o.bytes, o.count, o.window, tcp, plugin, tcpLat.medianUs, plugLat.medianUs);
+    printf("{\"bench\":\"net_stream\",\"transport\":\"plain-tcp\",\"bytes\":%zu,\"count\":%d,"
+           "\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f}\n",
+           o.bytes, o.count, o.window, tcp, tcpLat.medianUs);
+  }
+  fflush(stdout);
+  size_t at = 0;
+  while (at <= o.transports.size()) {
+    size_t comma = o.transports.find(',', at);
+    if (comma == std::string::npos) comma = o.transports.size();
+    const std::string transport = o.transports.substr(at, comma - at);
+    at = comma + 1;
+    if (transport.empty()) continue;
+    PluginResult r;
+    if (!pluginRun(o, transport, &r)) {
+      printf("plugin/%-4s not available (not built, or it failed; see above)\n", transport.c_str());
+      continue;
+    }
+    printf("plugin/%-4s stream %7.2f GB/s (%.2f of plain tcp)   pingpong median %6.2f us mean "
+           "%6.2f us (%.2fx plain tcp)\n",
+           transport.c_str(), r.gbps, r.gbps / tcp, r.lat.medianUs, r.lat.meanUs,
+           r.lat.medianUs / tcpLat.medianUs);
+    if (o.json) {
+      printf("{\"bench\":\"net_stream\",\"transport\":\"%s\",\"bytes\":%zu,\"count\":%d,"
+             "\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f,\"stream_vs_tcp\":%.3f,"
+             "\"rtt_vs_tcp\":%.3f}\n",
+             transport.c_str(), o.bytes, o.count, o.window, r.gbps, r.lat.medianUs, r.gbps / tcp,
+             r.lat.medianUs / tcpLat.medianUs);
+    }
+    fflush(stdout);
   }
   return 0;
 }

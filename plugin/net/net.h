@@ -6,8 +6,9 @@
 //  - Global state (device list, NCCL's logger) is refcounted by the per-communicator contexts
 //    made by init() and released by the last finalize(); the library keeps no thread, so
 //    nothing outlives that and a dlclose/dlopen cycle starts from scratch.
-//  - A context owns one transport (BRAID_NET_TRANSPORT, tcp by default) per device; its job
-//    secret is derived from NCCL's commId (equal on every rank of a communicator).
+//  - A context owns one transport (BRAID_NET_TRANSPORT: tcp by default, ucx when built with UCX,
+//    shm for tests) per device; its job secret is derived from NCCL's commId (equal on every
+//    rank of a communicator).
 //  - listen() hands out the transport's own 128-byte handle (magic, version, secret, random
 //    nonce, address, checksum): a malformed or foreign handle fails connect() with
 //    kInvalidArgument, a connection without the listener's nonce is refused by accept().

@@ -2,7 +2,9 @@
 // per communicator, devices/getProperties, listen on the receiver, handle to the sender out of
 // band, connect/accept loops, closeListen, regMr, isend/irecv/test, deregMr, close, finalize,
 // dlclose. The peers are two processes over loopback; setup and data path run on different
-// threads, as NCCL's proxy service and progress threads do.
+// threads, as NCCL's proxy service and progress threads do. The transport under the plugin is
+// BRAID_TEST_NET_TRANSPORT (tcp when unset); children are forked before the parent opens comms
+// (a ucx child cannot use UCX forked while its parent holds UCX resources).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -91,7 +93,13 @@ class NetPluginTest : public ::testing::Test {
     setenv("BRAID_NET_IFNAME", "lo", 1);
     setenv("BRAID_TIMEOUT_MS", "20000", 1);
     unsetenv("BRAID_NET_MAX_RECVS");
-    unsetenv("BRAID_NET_TRANSPORT");
+    // CTest runs this suite once per transport (net_plugin_test: tcp, net_plugin_ucx_test: ucx).
+    const char* transport = getenv("BRAID_TEST_NET_TRANSPORT");
+    if (transport != nullptr) {
+      setenv("BRAID_NET_TRANSPORT", transport, 1);
+    } else {
+      unsetenv("BRAID_NET_TRANSPORT");
+    }
   }
 };
 

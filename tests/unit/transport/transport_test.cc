@@ -1,5 +1,5 @@
 // Conformance suite for the point-to-point Transport interface, instantiated for every backend
-// (loopback, shm, tcp). A backend that is not built (its factory still returns the placeholder
+// (loopback, shm, tcp, ucx). A backend that is not built (its factory still returns the placeholder
 // "not built yet" error) is skipped. Every wait is bounded by a Deadline and fails on expiry.
 #include "transport/transport.h"
 #include "tests/unit/transport/request_helpers.h"
@@ -691,7 +691,7 @@ TEST_P(TransportTest, GarbageHandleIsInvalidArgument) {
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.toString();
   }
   // A handle of another backend is foreign too.
-  for (const char* other : {"loopback", "shm", "tcp"}) {
+  for (const char* other : {"loopback", "shm", "tcp", "ucx"}) {
     if (GetParam() == other) continue;
     TransportOptions options;
     options.jobSecret = kSecret;
@@ -731,19 +731,53 @@ int childSender(const std::string& backend, const Handle& handle,
   return 0;
 }
 
+/// Carries the listener's handle from the parent to a child forked before the parent listened
+/// (ucx: a child forked while the parent has UCX resources cannot use UCX).
+class HandlePipe {
+ public:
+  HandlePipe() {
+    if (pipe(fds_) != 0) fds_[0] = fds_[1] = -1;
+  }
+  ~HandlePipe() {
+    for (int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void send(const Handle& h) {
+    ASSERT_EQ(write(fds_[1], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+  }
+  /// In the child: the handle, or garbage (which connect() refuses) when none came in time.
+  Handle receive() {
+    Handle h;
+    std::memset(&h, 0, sizeof(h));
+    pollfd pfd{fds_[0], POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(kWaitMs)) == 1) {
+      if (read(fds_[0], &h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) {
+        std::memset(&h, 0, sizeof(h));
+      }
+    }
+    return h;
+  }
+
+ private:
+  int fds_[2];
+};
+
 TEST_P(TransportTest, CrossProcessWithFork) {
   if (!crossProcess()) GTEST_SKIP() << "loopback connects within one process only";
   std::vector<size_t> sizes = {0, 1, 4095, kMiB + 3, 64 * kMiB};
   for (int i = 0; i < 200; ++i) sizes.push_back(static_cast<size_t>(i * 97 % 5000));
-  Handle handle;
-  std::unique_ptr<ListenComm> listen;
-  ASSERT_TRUE(t()->listen(&handle, &listen).isOk());
+  HandlePipe pipe;
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     childSetup();
-    _exit(childSender(GetParam(), handle, sizes));
+    _exit(childSender(GetParam(), pipe.receive(), sizes));
   }
+  Handle handle;
+  std::unique_ptr<ListenComm> listen;
+  ASSERT_TRUE(t()->listen(&handle, &listen).isOk());
+  pipe.send(handle);
   Deadline deadline = Deadline::afterMs(kWaitMs);
   std::unique_ptr<RecvComm> recv;
   Backoff backoff;
@@ -767,17 +801,19 @@ TEST_P(TransportTest, CrossProcessWithFork) {
 
 TEST_P(TransportTest, KilledSenderIsReportedAsRemoteWithinTwoSeconds) {
   if (!crossProcess()) GTEST_SKIP() << "loopback connects within one process only";
-  Handle handle;
-  std::unique_ptr<ListenComm> listen;
-  ASSERT_TRUE(t()->listen(&handle, &listen).isOk());
+  HandlePipe pipe;
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     childSetup();
     // Streams 1 MiB messages until killed.
     std::vector<size_t> sizes(100000, kMiB);
-    _exit(childSender(GetParam(), handle, sizes));
+    _exit(childSender(GetParam(), pipe.receive(), sizes));
   }
+  Handle handle;
+  std::unique_ptr<ListenComm> listen;
+  ASSERT_TRUE(t()->listen(&handle, &listen).isOk());
+  pipe.send(handle);
   Deadline deadline = Deadline::afterMs(kWaitMs);
   std::unique_ptr<RecvComm> recv;
   Backoff backoff;
@@ -866,7 +902,8 @@ TEST_P(TransportTest, KilledReceiverIsReportedAsRemoteWithinTwoSeconds) {
   EXPECT_EQ(countOwnShmSegments(pid), 0) << "the killed listener left its segment in /dev/shm";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportTest, ::testing::Values("loopback", "shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
+                         ::testing::Values("loopback", "shm", "tcp", "ucx"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
