@@ -34,6 +34,17 @@ def mlp(sizes):
     return torch.nn.Sequential(*layers[:-1])
 
 
+def blas_library():
+    """The BLAS this process actually loaded (Debian's torch calls libblas.so.3, which the
+    alternatives system points at the reference BLAS or at OpenBLAS)."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "blas" in line.lower()}
+        return ", ".join(sorted(os.path.realpath(l) for l in libs)) or "none loaded"
+    except OSError:
+        return "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=20, help="timed steps per path per round")
@@ -104,6 +115,7 @@ def main():
         nparams = sum(p.numel() for p in paths["ddp-gloo"].parameters())
         print(f"# bench_ddp_step: {world} ranks, torch {torch.__version__}, python "
               f"{platform.python_version()}, {os.cpu_count()} cpus, threads/rank {a.threads}")
+        print(f"# BLAS: {blas_library()}")
         print(f"# model MLP {a.sizes} ({nparams / 1e6:.2f} M params, {nparams * 4 / 2**20:.1f} MiB"
               f" of gradients), batch {a.batch}, {a.rounds} rounds x {a.steps} steps, warmup "
               f"{a.warmup}; BRAID_* = "

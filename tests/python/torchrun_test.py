@@ -43,7 +43,7 @@ def main():
     # torch 1.13's elastic agent with Python 3.11 needs --redirects/--tee (its default
     # stdout handling fails there).
     common = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-              "--redirects", "1", "--tee", "1"]
+              "--redirects", "1", "--tee", "1", "--monitor_interval", "1"]
     runs = {
         "static": common + ["--nnodes", "1", "--master_addr", "127.0.0.1", "--master_port",
                             str(free_port_pair())],
@@ -52,16 +52,24 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1",
                BRAID_TIMEOUT_MS=os.environ.get("BRAID_TIMEOUT_MS", "20000"))
     env.pop("BRAID_STORE_PORT", None)
-    rc = 0
+    # Both launches at once (each is mostly waiting in torchrun's rendezvous and imports).
+    procs = {}
     for name, cmd in runs.items():
         cmd = cmd + [worker, "--variants", "plain", "--steps", "4"]
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=120)
-        lines = [l for l in p.stdout.splitlines() if "rank" in l or "Error" in l]
+        procs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+    rc = 0
+    for name, p in procs.items():
+        try:
+            out, _ = p.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            print(f"torchrun {name}: still running after 150 s")
+        lines = [l for l in out.splitlines() if "rank" in l or "Error" in l]
         print(f"--- torchrun {name}: exit {p.returncode}\n" + "\n".join(lines))
-        ok = p.returncode == 0 and p.stdout.count("bit-identical") == 2
-        if not ok:
-            print(p.stdout[-4000:])
+        if p.returncode != 0 or out.count("bit-identical") != 2:
+            print(out[-4000:])
             rc = 1
     return rc
 
