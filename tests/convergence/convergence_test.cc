@@ -32,6 +32,8 @@
 // matrix in the same bucket and sign+EF ended 1.07-1.27x on the MLP; with 64, 0.996-1.011x.
 // topk keeps 5% (10x), PowerSGD rank 1 (start step: the codec's default, 10).
 //
+// Before training, efRebuildCheck pins down the residual's move across the layout rebuild exactly.
+//
 // Pass criteria per model, relative to the uncompressed run ("none") with the same seed (final
 // mean cross-entropy over the full train set, accuracy over the test set):
 //   fp16, bf16 (casts)                       loss ≤ 1.01×
@@ -463,6 +465,47 @@ RunResult trainRun(Communicator& comm, const Data& train, const Data& test, bool
   return out;
 }
 
+// Error feedback across the layout rebuild, checked exactly: two 1-element parameters P (1.5)
+// and Q (1.0) in one bucket, top-k keeping 1 element, the same gradients on every rank each step.
+// The first layout is [Q, P] (reverse registration); P is marked first, so after step 1 it is
+// rebuilt as [P, Q]. Step 1 sends P (1.5) and keeps Q's 1.0 as residual; step 2 must send Q
+// with 2.0 (residual + gradient). A dropped residual sends P again (Q = 0); a residual copied
+// by position instead of by parameter lands on P (P = 2.5).
+std::string efRebuildCheck(Communicator& comm) {
+  BucketerOptions bo;
+  bo.sizing = BucketSizing::kFixed;
+  bo.metricsFile = "-";
+  bo.codec = "topk:ratio=0.01,ef=1";
+  auto created = Bucketer::create(&comm, bo);
+  if (!created.isOk()) return created.status().toString();
+  Bucketer& b = **created;
+  Status s = b.registerParam(0, 1, DataType::kFloat32, "P");
+  if (s.isOk()) s = b.registerParam(1, 1, DataType::kFloat32, "Q");
+  if (s.isOk()) s = b.finalize();
+  const std::vector<std::vector<uint32_t>> before = b.bucketLayout();
+  const float want[3][2] = {{1.5f, 0.0f}, {0.0f, 2.0f}, {3.0f, 0.0f}};
+  for (int step = 0; step < 3 && s.isOk(); ++step) {
+    float p = 1.5f, q = 1.0f;
+    s = b.beginStep();
+    if (s.isOk()) s = b.markReady(0, &p);
+    if (s.isOk()) s = b.markReady(1, &q);
+    if (!s.isOk()) break;
+    auto r = b.finishStep();
+    if (!r.isOk()) return r.status().toString();
+    if (step == 0 && (!r->rebuilt || b.bucketLayout() == before)) {
+      return "the layout was not rebuilt into a different order after step 1";
+    }
+    if (p != want[step][0] || q != want[step][1]) {
+      char buf[200];
+      snprintf(buf, sizeof(buf), "step %d: P=%g Q=%g, expected P=%g Q=%g", step + 1,
+               static_cast<double>(p), static_cast<double>(q), static_cast<double>(want[step][0]),
+               static_cast<double>(want[step][1]));
+      return buf;
+    }
+  }
+  return s.isOk() ? "" : s.toString();
+}
+
 int runRank(const Options& o) {
   auto created = Communicator::createFromEnvironment();
   if (!created.isOk()) {
@@ -490,6 +533,12 @@ int runRank(const Options& o) {
         "SGD lr %.2f momentum %.1f\n",
         train.rows(), test.rows(), comm.size(), static_cast<unsigned long long>(o.seed), kBatch,
         static_cast<double>(kLr), static_cast<double>(kMomentum));
+  }
+  {
+    const std::string e = efRebuildCheck(comm);
+    if (rank == 0)
+      printf("ef-rebuild: %s\n", e.empty() ? "residual followed its parameter" : e.c_str());
+    check(e.empty(), "-", "topk:ratio=0.01,ef=1", "error feedback across the rebuild: " + e);
   }
   for (bool mlp : {false, true}) {
     const char* model = mlp ? "mlp" : "softmax";
