@@ -149,15 +149,24 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
   if (outOfCache > 0) {
-    // Exchanges from buffers that together exceed the last-level cache, as large collectives run.
+    // Exchanges from buffers that together exceed the last-level cache, cut into pipelining
+    // chunks that are all posted at once, as the ring posts a large step (they fill the
+    // transport's buffers, so flow control is paid too).
     const size_t n = outOfCache;
+    const size_t chunk = static_cast<size_t>(std::max<int64_t>(4096, paramInt("BRAID_CHUNK_BYTES")));
     std::vector<uint8_t> pool(2 * 2 * n, 0x11);  // two send/receive pairs, the older first
     double tBig = 1e30;
     for (int i = 0; i < 2; ++i) {
       uint8_t* s = pool.data() + static_cast<size_t>(i) * 2 * n;
-      net.begin(0, probeFp(n));
+      net.begin(0, probeFp(std::min(n, chunk)));
       const double t0 = nowUs();
-      BRAID_RETURN_IF_ERROR(net.sendRecv(peer, s, n, peer, s + n, n));
+      for (size_t off = 0; off < n; off += chunk) {
+        const size_t len = std::min(chunk, n - off);
+        if (len != std::min(n, chunk)) net.begin(0, probeFp(len));
+        net.postRecv(peer, s + n + off, len);
+        net.postSend(peer, s + off, len);
+      }
+      BRAID_RETURN_IF_ERROR(net.waitAll());
       tBig = std::min(tBig, nowUs() - t0);
     }
     out->betaSymLargeUsPerByte =
@@ -197,7 +206,7 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   for (double& x : t) BRAID_RETURN_IF_ERROR(round(0, &x));
   std::sort(t.begin(), t.end());
   *syncUs = t[t.size() / 2] / 2;  // two hand-offs per round
-  std::vector<double> c(5);
+  std::vector<double> c(3);
   BRAID_RETURN_IF_ERROR(round(bytes, &us));
   for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
   std::sort(c.begin(), c.end());
@@ -385,7 +394,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, 0, "inter"));
   double syncUs = -1, segCopy = -1;
   if (ctx.segment != nullptr) {
-    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 4u << 20, &syncUs, &segCopy)
+    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 2u << 20, &syncUs, &segCopy)
                               .withContext("calibration probe of the intra-host segment"));
   }
 

@@ -27,7 +27,8 @@ int ceilLog2(int p) {
 double LinkCost::beta(bool symmetric, double totalBytes) const {
   const double b = symmetric ? sym() : betaUsPerByte;
   if (totalBytes < kLargeBytes) return b;
-  return b * (symLarge() / sym());  // out of cache: the measured slowdown of an exchange
+  // Out of cache, memory (and the transport's flow control) bound both directions alike.
+  return std::max(b, symLarge());
 }
 
 std::string FabricModel::serialize() const {
