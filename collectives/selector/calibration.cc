@@ -24,7 +24,7 @@ namespace braid::detail {
 namespace {
 
 constexpr size_t kSmallProbeBytes = 8;
-constexpr int kSmallRounds = 40;
+constexpr int kSmallRounds = 24;
 
 double nowUs() {
   return std::chrono::duration<double, std::micro>(
@@ -390,11 +390,13 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     }
     return Status::ok();
   };
-  if (intra.first >= 0) BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 3, 8u << 20, "intra"));
+  if (intra.first >= 0) {
+    BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 2, 6u << 20, "intra"));
+  }
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, 0, "inter"));
   double syncUs = -1, segCopy = -1;
   if (ctx.segment != nullptr) {
-    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 30, 2u << 20, &syncUs, &segCopy)
+    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 12, 2u << 20, &syncUs, &segCopy)
                               .withContext("calibration probe of the intra-host segment"));
   }
 
