@@ -311,11 +311,15 @@ const std::vector<ParamDef>& paramTable() {
        "maxRecvs the NCCL net plugin reports (1..8); above 1 NCCL may group receives and every "
        "send carries a small header; every rank must use the same"},
       {"BRAID_TUNER", ParamType::kEnum, "model", "model|off",
-       "NCCL tuner plugin: model = braid's alpha-beta model and BRAID_TUNER_FILE rules; off = no "
-       "opinion, NCCL tunes"},
+       "NCCL tuner plugin: model = a model of NCCL's ring and tree priced with braid's calibrated "
+       "link, BRAID_TUNER_FILE and BRAID_TUNING_FILE rules; off = no opinion, NCCL tunes"},
       {"BRAID_TUNER_FILE", ParamType::kString, "", "",
        "Rules for the NCCL tuner plugin, one per line: "
        "collective,minBytes,maxBytes,algorithm,protocol,channels[,nNodes[,nRanks]]"},
+      {"BRAID_TUNER_MODEL", ParamType::kString, "", "",
+       "A braid calibration file (its 'model' line: a braid job's calibration cache or braid-tune's "
+       "output on the same fabric) whose inter-host link the NCCL tuner plugin uses; overrides "
+       "BRAID_TUNER_NET_LATENCY_NS and BRAID_TUNER_NET_GBITS"},
       {"BRAID_TUNER_NET_LATENCY_NS", ParamType::kInt, "8000", "",
        "Per-step network latency (alpha) in nanoseconds in the NCCL tuner plugin's model"},
       {"BRAID_TUNER_NET_GBITS", ParamType::kInt, "100", "",

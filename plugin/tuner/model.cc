@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "collectives/selector/cost_model.h"  // FabricModel: the calibration file's model line
+#include "collectives/selector/rules.h"
 #include "core/params.h"
 #include "plugin/plugin_log.h"
 
@@ -105,6 +107,58 @@ Result<std::vector<Rule>> parseRules(const std::string& text) {
   return rules;
 }
 
+Result<std::vector<Rule>> rulesFromBraidTuningFile(const std::string& path, size_t* skipped) {
+  BRAID_ASSIGN_OR_RETURN(std::vector<detail::TuningRule> braidRules, detail::readTuningFile(path));
+  static const struct {
+    detail::SelCollective braid;
+    int nccl;
+  } kColls[] = {{detail::SelCollective::kBroadcast, abi::kFuncBroadcast},
+                {detail::SelCollective::kReduce, abi::kFuncReduce},
+                {detail::SelCollective::kAllGather, abi::kFuncAllGather},
+                {detail::SelCollective::kReduceScatter, abi::kFuncReduceScatter},
+                {detail::SelCollective::kAllReduce, abi::kFuncAllReduce}};
+  std::vector<Rule> rules;
+  size_t skip = 0;
+  for (const detail::TuningRule& br : braidRules) {
+    Rule r;
+    for (const auto& c : kColls) {
+      if (c.braid == br.collective) r.coll = c.nccl;
+    }
+    r.algo = br.algorithm == "ring" ? abi::kAlgoRing : br.algorithm == "tree" ? abi::kAlgoTree : -1;
+    if (r.coll < 0 || r.algo < 0) {
+      ++skip;
+      continue;
+    }
+    r.minBytes = br.bytes.lo;
+    r.maxBytes = br.bytes.hi;
+    r.nodesLo = br.hosts.lo;
+    r.nodesHi = br.hosts.hi;
+    r.ranksLo = br.ranks.lo;
+    r.ranksHi = br.ranks.hi;
+    rules.push_back(r);
+  }
+  if (skipped != nullptr) *skipped = skip;
+  return rules;
+}
+
+Result<ModelParams> modelParamsFromCalibrationFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalidArgument("cannot read " + path);
+  std::string line, modelLine;
+  while (std::getline(in, line)) {
+    if (line.rfind("model ", 0) == 0) modelLine = line.substr(6);
+  }
+  if (modelLine.empty()) return invalidArgument(path + ": no 'model' line (not a calibration file)");
+  Result<detail::FabricModel> m = detail::FabricModel::parse(modelLine);
+  if (!m.isOk()) return m.status().withContext(path);
+  ModelParams p;
+  p.latencyUs = m->inter.alphaUs;
+  const double beta = m->inter.sym();
+  if (!(p.latencyUs >= 0) || !(beta > 0)) return invalidArgument(path + ": no inter-host link");
+  p.bytesPerUs = 1.0 / beta;
+  return p;
+}
+
 std::unique_ptr<Tuner> Tuner::create(size_t nRanks, size_t nNodes) {
   ModelParams p;
   const int64_t latencyNs = paramInt("BRAID_TUNER_NET_LATENCY_NS");
@@ -112,6 +166,19 @@ std::unique_ptr<Tuner> Tuner::create(size_t nRanks, size_t nNodes) {
   const int64_t channelBytes = paramInt("BRAID_TUNER_CHANNEL_BYTES");
   if (latencyNs > 0) p.latencyUs = static_cast<double>(latencyNs) * 1e-3;
   if (gbits > 0) p.bytesPerUs = static_cast<double>(gbits) * 1e9 / 8 / 1e6;
+  const char* modelSource = "BRAID_TUNER_NET_*";
+  const std::string modelPath = paramString("BRAID_TUNER_MODEL");
+  if (!modelPath.empty()) {
+    Result<ModelParams> fromFile = modelParamsFromCalibrationFile(modelPath);
+    if (fromFile.isOk()) {
+      p.latencyUs = fromFile->latencyUs;
+      p.bytesPerUs = fromFile->bytesPerUs;
+      modelSource = "BRAID_TUNER_MODEL";
+    } else {
+      BRAID_PLUGIN_WARN(abi::kSubsysTuning, "TUNER/braid: ignoring BRAID_TUNER_MODEL: %s",
+                        fromFile.status().toString().c_str());
+    }
+  }
   p.channelBytes = channelBytes > 0 ? static_cast<uint64_t>(channelBytes) : 0;
   std::vector<Rule> rules;
   const std::string path = paramString("BRAID_TUNER_FILE");
@@ -128,17 +195,43 @@ std::unique_ptr<Tuner> Tuner::create(size_t nRanks, size_t nNodes) {
                         path.c_str(), parsed.status().toString().c_str());
     }
   }
+  std::vector<Rule> braidRules;
+  const std::string tuningPath = paramString("BRAID_TUNING_FILE");
+  if (!tuningPath.empty()) {
+    size_t skipped = 0;
+    Result<std::vector<Rule>> parsed = rulesFromBraidTuningFile(tuningPath, &skipped);
+    if (parsed.isOk()) {
+      braidRules = std::move(parsed.value());
+      if (skipped > 0) {
+        BRAID_PLUGIN_INFO(abi::kSubsysTuning,
+                          "TUNER/braid: %zu rules of %s name algorithms NCCL does not have; "
+                          "skipped",
+                          skipped, tuningPath.c_str());
+      }
+    } else {
+      BRAID_PLUGIN_WARN(abi::kSubsysTuning, "TUNER/braid: ignoring BRAID_TUNING_FILE: %s",
+                        parsed.status().toString().c_str());
+    }
+  }
   BRAID_PLUGIN_INFO(abi::kSubsysTuning | abi::kSubsysInit,
-                    "TUNER/braid: %zu ranks on %zu nodes; model alpha %.2f us, %.0f MB/s, "
-                    "channel bytes %llu; %zu rules from '%s'",
-                    nRanks, nNodes, p.latencyUs, p.bytesPerUs,
-                    static_cast<unsigned long long>(p.channelBytes), rules.size(), path.c_str());
-  return std::make_unique<Tuner>(nRanks, nNodes, p, std::move(rules));
+                    "TUNER/braid: %zu ranks on %zu nodes; model alpha %.2f us, %.0f MB/s (%s), "
+                    "channel bytes %llu; %zu rules from '%s', %zu from '%s'",
+                    nRanks, nNodes, p.latencyUs, p.bytesPerUs, modelSource,
+                    static_cast<unsigned long long>(p.channelBytes), rules.size(), path.c_str(),
+                    braidRules.size(), tuningPath.c_str());
+  return std::make_unique<Tuner>(nRanks, nNodes, p, std::move(rules), std::move(braidRules));
 }
 
-Tuner::Tuner(size_t nRanks, size_t nNodes, ModelParams params, std::vector<Rule> rules)
-    : nRanks_(nRanks), nNodes_(nNodes), params_(params), rules_(std::move(rules)) {}
+Tuner::Tuner(size_t nRanks, size_t nNodes, ModelParams params, std::vector<Rule> rules,
+             std::vector<Rule> braidRules)
+    : nRanks_(nRanks),
+      nNodes_(nNodes),
+      params_(params),
+      rules_(std::move(rules)),
+      braidRules_(std::move(braidRules)) {}
 
+// NCCL's own schedules, priced with the calibrated link (not braid's algorithms: NCCL's tree is
+// a double binary tree, in which every node is interior in at most one of the two trees).
 double Tuner::ringUs(size_t nBytes) const {
   const double p = static_cast<double>(nNodes_);
   if (p < 2) return 0;
@@ -167,15 +260,21 @@ Decision Tuner::getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, 
     return true;
   };
 
-  for (const Rule& r : rules_) {
-    if (r.coll != coll || nBytes < r.minBytes || nBytes > r.maxBytes) continue;
-    if (r.nNodes >= 0 && static_cast<size_t>(r.nNodes) != nNodes_) continue;
-    if (r.nRanks >= 0 && static_cast<size_t>(r.nRanks) != nRanks_) continue;
-    if (!choose(r.algo, r.proto)) continue;  // filtered by NCCL: the next rule may fit
-    d.source = "rule";
-    if (r.channels > 0 && nChannels != nullptr) *nChannels = d.channels = r.channels;
-    break;
-  }
+  auto applyRules = [&](const std::vector<Rule>& rules, const char* source) {
+    for (const Rule& r : rules) {
+      if (r.coll != coll || nBytes < r.minBytes || nBytes > r.maxBytes) continue;
+      if (r.nNodes >= 0 && static_cast<size_t>(r.nNodes) != nNodes_) continue;
+      if (r.nRanks >= 0 && static_cast<size_t>(r.nRanks) != nRanks_) continue;
+      if (nNodes_ < r.nodesLo || nNodes_ > r.nodesHi) continue;
+      if (nRanks_ < r.ranksLo || nRanks_ > r.ranksHi) continue;
+      if (!choose(r.algo, r.proto)) continue;  // filtered by NCCL: the next rule may fit
+      d.source = source;
+      if (r.channels > 0 && nChannels != nullptr) *nChannels = d.channels = r.channels;
+      return;
+    }
+  };
+  applyRules(rules_, "rule");
+  if (d.algo < 0) applyRules(braidRules_, "tuning file");
 
   if (d.algo < 0 && coll == abi::kFuncAllReduce && nNodes_ >= 2) {
     d.ringUs = ringUs(nBytes);

@@ -87,7 +87,8 @@ class TunerPluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* v : {"BRAID_TUNER", "BRAID_TUNER_FILE", "BRAID_TUNER_NET_LATENCY_NS",
-                          "BRAID_TUNER_NET_GBITS", "BRAID_TUNER_CHANNEL_BYTES"}) {
+                          "BRAID_TUNER_NET_GBITS", "BRAID_TUNER_CHANNEL_BYTES", "BRAID_TUNER_MODEL",
+                          "BRAID_TUNING_FILE"}) {
       unsetenv(v);
     }
     gLog.clear();
@@ -199,6 +200,63 @@ TEST_F(TunerPluginTest, RulesFileWinsButNeverRevives) {
   EXPECT_EQ(channels, 0);
   t->finalize(ctx);
   unlink(path);
+}
+
+std::string writeTemp(const std::string& text) {
+  char path[] = "/tmp/braid-tuner-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  return path;
+}
+
+/// The algorithm index the tuner picked for an all-reduce of `bytes` on 4 nodes (-1: none).
+int pickOn4Nodes(size_t bytes) {
+  Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+  auto* t = lib.table<abi::TunerV5>("ncclTunerPlugin_v5");
+  if (t == nullptr) return -2;
+  void* ctx = nullptr;
+  if (t->init(&ctx, 1, 16, 4, captureLogger, nullptr, nullptr) != abi::kSuccess) return -2;
+  Table table;
+  int channels = 0;
+  t->getCollInfo(ctx, abi::kFuncAllReduce, bytes, 1, table.arg(), 7, 3, 0, &channels);
+  t->finalize(ctx);
+  const int entry = checkInvariants(Table(), table);
+  return entry < 0 ? -1 : entry / 3;
+}
+
+// braid's calibration (a calibration file's inter-host link) drives the model: a slow-latency
+// fabric moves the tree/ring crossover up, so 4 MiB goes to tree instead of ring.
+TEST_F(TunerPluginTest, CalibratedModelFromBraidCalibrationFile) {
+  EXPECT_EQ(pickOn4Nodes(4u << 20), abi::kAlgoRing) << "the built-in 8 us / 100 Gbit/s link";
+  const std::string path = writeTemp(
+      "# braid calibration cache\nfingerprint test\nmodel intra_alpha_us=2 "
+      "intra_beta_us_per_byte=0.00025 intra_beta_sym_us_per_byte=0.0005 "
+      "intra_beta_sym_large_us_per_byte=0.0005 inter_alpha_us=1000 inter_beta_us_per_byte=8e-05 "
+      "inter_beta_sym_us_per_byte=8e-05 inter_beta_sym_large_us_per_byte=8e-05 "
+      "gamma_us_per_byte=0.000125 copy_us_per_byte=0.000125 sync_us=1 cores_per_host=2\n");
+  setenv("BRAID_TUNER_MODEL", path.c_str(), 1);
+  EXPECT_EQ(pickOn4Nodes(4u << 20), abi::kAlgoTree) << "alpha 1000 us from the file";
+  setenv("BRAID_TUNER_MODEL", "/nonexistent/calibration", 1);
+  EXPECT_EQ(pickOn4Nodes(4u << 20), abi::kAlgoRing) << "an unreadable file is ignored";
+  unsetenv("BRAID_TUNER_MODEL");
+  unlink(path.c_str());
+}
+
+// braid's own tuning file (docs/tuning-file.md): rules naming ring or tree apply; rules naming
+// braid-only algorithms are skipped and the model decides.
+TEST_F(TunerPluginTest, BraidTuningFileRulesMapOntoNccl) {
+  EXPECT_EQ(pickOn4Nodes(4096), abi::kAlgoTree) << "the model alone: tree for small messages";
+  const std::string path = writeTemp(
+      "allreduce bytes=0-8K hosts=3 algo=tree     # another node count: no match\n"
+      "allreduce bytes=0-8K hosts=4 algo=ring\n"
+      "allreduce bytes=0-* algo=hierarchical       # braid-only: skipped\n");
+  setenv("BRAID_TUNING_FILE", path.c_str(), 1);
+  EXPECT_EQ(pickOn4Nodes(4096), abi::kAlgoRing) << "the file's second rule";
+  EXPECT_EQ(pickOn4Nodes(16384), abi::kAlgoTree) << "the hierarchical rule is skipped";
+  unsetenv("BRAID_TUNING_FILE");
+  unlink(path.c_str());
 }
 
 TEST_F(TunerPluginTest, BadRulesFileAndOffStillSucceed) {

@@ -58,6 +58,7 @@ const Expected kExpected[] = {
     {"BRAID_NET_MAX_RECVS", ParamType::kInt, "1", ""},
     {"BRAID_TUNER", ParamType::kEnum, "model", "model|off"},
     {"BRAID_TUNER_FILE", ParamType::kString, "", ""},
+    {"BRAID_TUNER_MODEL", ParamType::kString, "", ""},
     {"BRAID_TUNER_NET_LATENCY_NS", ParamType::kInt, "8000", ""},
     {"BRAID_TUNER_NET_GBITS", ParamType::kInt, "100", ""},
     {"BRAID_TUNER_CHANNEL_BYTES", ParamType::kInt, "262144", ""},
