@@ -73,7 +73,7 @@ Status CodecBase::gatherAllReduce(Communicator& comm, BucketId bucket, float* da
 
 void scaleInPlace(float* x, size_t n, float s) {
   if (s == 1.0f) return;
-  for (size_t i = 0; i < n; ++i) x[i] *= s;
+  codecKernels().scaleCopy(x, s, x, n);
 }
 
 }  // namespace braid::detail

@@ -57,11 +57,11 @@ class Int8Codec final : public CodecBase {
     float* v;
     if (ef_) {
       std::vector<float>& r = residualFor(st, count);
-      for (size_t i = 0; i < count; ++i) r[i] += data[i] * scale;
+      k_.axpy(r.data(), scale, data, count);
       v = r.data();
     } else {
       scratch_.resize(count);
-      for (size_t i = 0; i < count; ++i) scratch_[i] = data[i] * scale;
+      k_.scaleCopy(scratch_.data(), scale, data, count);
       v = scratch_.data();
     }
     const size_t nc = chunks(count);
@@ -76,7 +76,11 @@ class Int8Codec final : public CodecBase {
       float inv = (m > 0.0f && std::isfinite(m)) ? 127.0f / m : 0.0f;
       if (!std::isfinite(m)) s = NAN;  // the chunk decodes to NaN: never silently finite
       std::memcpy(out + j * sizeof(float), &s, sizeof(float));
-      k_.quantizeInt8(q + first, v + first, len, inv, key, static_cast<uint32_t>(first));
+      if (std::isfinite(m)) {
+        k_.quantizeInt8(q + first, v + first, len, inv, key, static_cast<uint32_t>(first));
+      } else {
+        std::memset(q + first, 0, len);
+      }
       if (ef_) {
         // residual = v − q·s (v is the residual buffer).
         k_.addInt8(v + first, q + first, len, -s);

@@ -7,12 +7,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define BRAID_HOST_DEVICE __host__ __device__
+#else
+#define BRAID_HOST_DEVICE
+#endif
+
 namespace braid::detail {
 
 /// The counter-based random stream of int8's stochastic rounding: uniform in [0, 1) with 24
 /// bits, a pure function of (key, index) so any element can be drawn in any order (CPU lanes,
-/// GPU threads) with the same result.
-inline uint32_t codecHash(uint32_t key, uint32_t index) {
+/// GPU threads: the CUDA kernels call these same functions) with the same result.
+BRAID_HOST_DEVICE inline uint32_t codecHash(uint32_t key, uint32_t index) {
   uint32_t h = index * 0x9E3779B9u + key;
   h ^= h >> 16;
   h *= 0x7FEB352Du;
@@ -21,7 +27,7 @@ inline uint32_t codecHash(uint32_t key, uint32_t index) {
   h ^= h >> 16;
   return h;
 }
-inline float codecUniform(uint32_t key, uint32_t index) {
+BRAID_HOST_DEVICE inline float codecUniform(uint32_t key, uint32_t index) {
   return static_cast<float>(codecHash(key, index) >> 8) * (1.0f / 16777216.0f);
 }
 /// 64-bit mix (splitmix64) for deriving keys from (seed, bucket, step, rank).
@@ -58,6 +64,8 @@ struct CodecKernels {
   float (*dot)(const float* a, const float* b, size_t n);
   /// y[i] += a·x[i].
   void (*axpy)(float* y, float a, const float* x, size_t n);
+  /// y[i] = a·x[i].
+  void (*scaleCopy)(float* y, float a, const float* x, size_t n);
 };
 
 /// The kernels for this CPU (AVX2+F16C when supported, else portable).

@@ -35,7 +35,7 @@ class NoneCodec final : public CodecBase {
     if (capacity < count * sizeof(float)) return invalidArgument("codec none: wire too small");
     state(bucket).calls++;
     float* w = static_cast<float*>(wire);
-    for (size_t i = 0; i < count; ++i) w[i] = data[i] * scale;
+    k_.scaleCopy(w, scale, data, count);
     return count * sizeof(float);
   }
 

@@ -72,7 +72,7 @@ class PowerSgdCodec final : public CodecBase {
     float* m = data;
     if (ef_) {
       std::vector<float>& r = residualFor(st, count);
-      for (size_t i = 0; i < count; ++i) r[i] += data[i];
+      k_.axpy(r.data(), 1.0f, data, count);
       m = r.data();
     }
     int collectives = 0;
@@ -129,7 +129,7 @@ class PowerSgdCodec final : public CodecBase {
     st.calls++;
     float* out = static_cast<float*>(wire);
     if (step < options_.startStep || pl.pSize == 0) {
-      for (size_t i = 0; i < count; ++i) out[i] = data[i] * scale;
+      k_.scaleCopy(out, scale, data, count);
       if (ef_ && step >= options_.startStep) {
         // Nothing compressed: the residual (all uncompressed tensors) is sent and cleared.
         std::vector<float>& r = residualFor(st, count);
@@ -141,11 +141,11 @@ class PowerSgdCodec final : public CodecBase {
     float* m;
     if (ef_) {
       std::vector<float>& r = residualFor(st, count);
-      for (size_t i = 0; i < count; ++i) r[i] += data[i] * scale;
+      k_.axpy(r.data(), scale, data, count);
       m = r.data();
     } else {
       scratch_.resize(count);
-      for (size_t i = 0; i < count; ++i) scratch_[i] = data[i] * scale;
+      k_.scaleCopy(scratch_.data(), scale, data, count);
       m = scratch_.data();
     }
     float* unc = out;

@@ -57,11 +57,11 @@ class TopKCodec final : public CodecBase {
     float* v;
     if (ef_) {
       std::vector<float>& r = residualFor(st, count);
-      for (size_t i = 0; i < count; ++i) r[i] += data[i] * scale;
+      k_.axpy(r.data(), scale, data, count);
       v = r.data();
     } else {
       scratch_.resize(count);
-      for (size_t i = 0; i < count; ++i) scratch_[i] = data[i] * scale;
+      k_.scaleCopy(scratch_.data(), scale, data, count);
       v = scratch_.data();
     }
     const size_t k = kFor(count);

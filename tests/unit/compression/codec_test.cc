@@ -433,6 +433,10 @@ TEST(Kernels, EveryIsaAgreesBitForBit) {
     EXPECT_EQ(da, db) << n;
     const float ma = portable->maxAbs(x.data(), n), mb = avx2->maxAbs(x.data(), n);
     EXPECT_TRUE(ma == mb || (std::isnan(ma) && std::isnan(mb))) << n;
+    if (n > 4) {
+      EXPECT_TRUE(std::isnan(ma)) << "a NaN must not vanish from max|x|, n=" << n;
+    }
+    EXPECT_EQ(portable->maxAbs(y.data(), n), avx2->maxAbs(y.data(), n)) << n;
   }
 }
 
