@@ -136,7 +136,6 @@ class CostModel {
   int minLocal_ = 1, maxLocal_ = 1;
   std::vector<Phase> ring_, halvingDoubling_, reduceScatter_, allGather_, allToAll_;
   int treeDepth_ = 0;
-  double treeFanout_ = 0;   // children of the busiest tree node
   bool treeInter_ = false;  // some tree edge crosses hosts
 };
 
