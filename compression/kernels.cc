@@ -105,6 +105,26 @@ BRAID_INLINE void axpyLoop(float* __restrict y, float a, const float* __restrict
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+BRAID_INLINE bool atLeast(float v, float thr) {
+  const float a = std::fabs(v);
+  return (a >= thr) | (a != a);
+}
+
+BRAID_INLINE size_t countAtLeastLoop(const float* __restrict x, size_t n, float thr) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; ++i) c += atLeast(x[i], thr);
+  return c;
+}
+
+BRAID_INLINE size_t collectAtLeastLoop(uint32_t* __restrict idx, const float* __restrict x,
+                                       size_t n, float thr) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (atLeast(x[i], thr)) idx[c++] = static_cast<uint32_t>(i);
+  }
+  return c;
+}
+
 // y may equal x (scaleInPlace): no __restrict here.
 BRAID_INLINE void scaleCopyLoop(float* y, float a, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
@@ -173,11 +193,18 @@ void addSignsPortable(float* out, const uint8_t* bits, size_t n, float scale) {
 float dotPortable(const float* a, const float* b, size_t n) { return dotLoop(a, b, n); }
 void axpyPortable(float* y, float a, const float* x, size_t n) { axpyLoop(y, a, x, n); }
 void scaleCopyPortable(float* y, float a, const float* x, size_t n) { scaleCopyLoop(y, a, x, n); }
+size_t countAtLeastPortable(const float* x, size_t n, float thr) {
+  return countAtLeastLoop(x, n, thr);
+}
+size_t collectAtLeastPortable(uint32_t* idx, const float* x, size_t n, float thr) {
+  return collectAtLeastLoop(idx, x, n, thr);
+}
 
 const CodecKernels kPortable = {
     "portable",       toHalfPortable,    fromHalfPortable,  toBf16Portable, fromBf16Portable,
     maxAbsPortable,   absSumPortable,    quantizePortable,  addInt8Portable,
-    packSignsPortable, addSignsPortable, dotPortable,       axpyPortable, scaleCopyPortable,
+    packSignsPortable, addSignsPortable, dotPortable,       axpyPortable,
+    countAtLeastPortable, collectAtLeastPortable, scaleCopyPortable,
 };
 
 #if BRAID_CODEC_X86
@@ -339,6 +366,34 @@ BRAID_AVX2 float dotAvx2(const float* a, const float* b, size_t n) {
   return finishLanes(acc, a + i, b + i, n - i, false);
 }
 BRAID_AVX2 void axpyAvx2(float* y, float a, const float* x, size_t n) { axpyLoop(y, a, x, n); }
+// 8 lanes: |x| ≥ thr or NaN (unordered compare), as a bit mask.
+BRAID_AVX2 inline unsigned atLeastMask(const float* x, __m256 thr, __m256 absMask) {
+  const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x), absMask);
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, thr, _CMP_NLT_UQ)));
+}
+
+BRAID_AVX2 size_t countAtLeastAvx2(const float* x, size_t n, float thr) {
+  const __m256 vt = _mm256_set1_ps(thr);
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  size_t c = 0, i = 0;
+  for (; i + 8 <= n; i += 8) c += static_cast<size_t>(__builtin_popcount(atLeastMask(x + i, vt, absMask)));
+  return c + countAtLeastLoop(x + i, n - i, thr);
+}
+
+BRAID_AVX2 size_t collectAtLeastAvx2(uint32_t* idx, const float* x, size_t n, float thr) {
+  const __m256 vt = _mm256_set1_ps(thr);
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  size_t c = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (unsigned m = atLeastMask(x + i, vt, absMask); m != 0; m &= m - 1) {
+      idx[c++] = static_cast<uint32_t>(i) + static_cast<uint32_t>(__builtin_ctz(m));
+    }
+  }
+  const size_t tail = collectAtLeastLoop(idx + c, x + i, n - i, thr);
+  for (size_t j = c; j < c + tail; ++j) idx[j] += static_cast<uint32_t>(i);
+  return c + tail;
+}
+
 BRAID_AVX2 void scaleCopyAvx2(float* y, float a, const float* x, size_t n) {
   scaleCopyLoop(y, a, x, n);
 }
@@ -346,7 +401,8 @@ BRAID_AVX2 void scaleCopyAvx2(float* y, float a, const float* x, size_t n) {
 const CodecKernels kAvx2 = {
     "avx2",        toHalfAvx2,     fromHalfAvx2,   toBf16Avx2,  fromBf16Avx2,
     maxAbsAvx2,    absSumAvx2,     quantizeAvx2,   addInt8Avx2, packSignsAvx2,
-    addSignsAvx2,  dotAvx2,        axpyAvx2,       scaleCopyAvx2,
+    addSignsAvx2,  dotAvx2,        axpyAvx2,       countAtLeastAvx2, collectAtLeastAvx2,
+    scaleCopyAvx2,
 };
 
 bool haveAvx2() {

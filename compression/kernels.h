@@ -64,6 +64,10 @@ struct CodecKernels {
   float (*dot)(const float* a, const float* b, size_t n);
   /// y[i] += a·x[i].
   void (*axpy)(float* y, float a, const float* x, size_t n);
+  /// #{i : m(x_i) ≥ thr} and those i in ascending order (collect; idx holds up to n), with
+  /// m(v) = |v| and NaN counted as +Inf (top-k's magnitude).
+  size_t (*countAtLeast)(const float* x, size_t n, float thr);
+  size_t (*collectAtLeast)(uint32_t* idx, const float* x, size_t n, float thr);
   /// y[i] = a·x[i].
   void (*scaleCopy)(float* y, float a, const float* x, size_t n);
 };

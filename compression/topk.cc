@@ -115,25 +115,23 @@ class TopKCodec final : public CodecBase {
   void select(const float* v, size_t n, size_t k, uint32_t* idx) {
     float thr = 0.0f;
     if (k < n) thr = estimateThreshold(v, n, k);
-    size_t c = countAtLeast(v, n, thr);
+    size_t c = k_.countAtLeast(v, n, thr);
     for (int round = 0; c < k && round < 10; ++round) {
       thr *= 0.8f;
-      c = countAtLeast(v, n, thr);
+      c = k_.countAtLeast(v, n, thr);
     }
     if (c < k) thr = 0.0f;  // every element qualifies (|v| ≥ 0)
-    cand_.clear();
-    for (size_t i = 0; i < n; ++i) {
-      if (magnitude(v[i]) >= thr) cand_.push_back(static_cast<uint32_t>(i));
-    }
-    if (cand_.size() > k) {
+    if (cand_.size() < n) cand_.resize(n);  // grows once per bucket size, never shrinks
+    const size_t found = k_.collectAtLeast(cand_.data(), v, n, thr);
+    if (found > k) {
       auto larger = [v](uint32_t a, uint32_t b) {
         const float ma = magnitude(v[a]), mb = magnitude(v[b]);
         return ma > mb || (ma == mb && a < b);
       };
-      std::nth_element(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k),
-                       cand_.end(), larger);
-      cand_.resize(k);
-      std::sort(cand_.begin(), cand_.end());
+      const auto first = cand_.begin();
+      std::nth_element(first, first + static_cast<std::ptrdiff_t>(k),
+                       first + static_cast<std::ptrdiff_t>(found), larger);
+      std::sort(first, first + static_cast<std::ptrdiff_t>(k));
     }
     std::memcpy(idx, cand_.data(), k * sizeof(uint32_t));
   }
@@ -149,12 +147,6 @@ class TopKCodec final : public CodecBase {
     std::nth_element(sample_.begin(), sample_.begin() + static_cast<std::ptrdiff_t>(ns - ks),
                      sample_.end());
     return sample_[ns - ks];
-  }
-
-  static size_t countAtLeast(const float* v, size_t n, float thr) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; ++i) c += magnitude(v[i]) >= thr;
-    return c;
   }
 
   bool ef_;
