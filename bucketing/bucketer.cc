@@ -23,14 +23,6 @@ size_t alignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 double msBetween(uint64_t from, uint64_t to) {
   return to > from ? static_cast<double>(to - from) * 1e-6 : 0.0;
 }
-// BRAID_CODEC and BRAID_CODEC_MIN_BYTES are rows of core/params.cc that may land after this file
-// (parallel work); until then they read as unset instead of tripping the unknown-name assert.
-bool haveParam(const char* name) {
-  for (const ParamDef& d : paramTable()) {
-    if (std::strcmp(d.name, name) == 0) return true;
-  }
-  return false;
-}
 }  // namespace
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
@@ -127,11 +119,10 @@ Status Bucketer::Impl::initCodecs() {
     return Status::ok();
   };
   std::string spec = opts_.codec;
-  if (spec.empty() && haveParam("BRAID_CODEC")) spec = paramString("BRAID_CODEC");
+  if (spec.empty()) spec = paramString("BRAID_CODEC");
   BRAID_RETURN_IF_ERROR(make(spec, "codec", &codec_));
   BRAID_RETURN_IF_ERROR(make(opts_.smallBucketCodec, "smallBucketCodec", &smallCodec_));
-  const int64_t minBytes =
-      haveParam("BRAID_CODEC_MIN_BYTES") ? paramInt("BRAID_CODEC_MIN_BYTES") : 0;
+  const int64_t minBytes = paramInt("BRAID_CODEC_MIN_BYTES");
   codecMinBytes_ = opts_.codecMinBytes != 0 ? opts_.codecMinBytes
                                             : static_cast<size_t>(std::max<int64_t>(0, minBytes));
   if (codec_ != nullptr || smallCodec_ != nullptr) {

@@ -298,6 +298,12 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", "",
        "Bucketer: cap in MiB of the first bucket reduced in a step, kept small so that "
        "communication starts early in backward"},
+      {"BRAID_CODEC", ParamType::kString, "none", "",
+       "Bucketer: gradient compression of float32 buckets, a codec spec such as fp16, bf16, "
+       "powersgd:rank=4, topk:ratio=0.01, int8, sign (keys: compression/codec.h); none = off"},
+      {"BRAID_CODEC_MIN_BYTES", ParamType::kInt, "0", "",
+       "Bucketer: buckets smaller than this many bytes are not compressed with BRAID_CODEC "
+       "(k, m, g suffixes)"},
       {"BRAID_METRICS_FILE", ParamType::kString, "", "",
        "Bucketer: append one JSON line of step metrics per step to this file and rewrite the "
        "Prometheus text file FILE.prom; %r = rank, %p = pid (other ranks add .rankN)"},

@@ -52,6 +52,8 @@ const Expected kExpected[] = {
     {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", ""},
     {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", ""},
     {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", ""},
+    {"BRAID_CODEC", ParamType::kString, "none", ""},
+    {"BRAID_CODEC_MIN_BYTES", ParamType::kInt, "0", ""},
     {"BRAID_METRICS_FILE", ParamType::kString, "", ""},
     {"BRAID_NET_IFNAME", ParamType::kString, "", ""},
     {"BRAID_NET_TRANSPORT", ParamType::kEnum, "tcp", "tcp|shm|ucx"},
