@@ -10,7 +10,9 @@
 //                proxy does) and through a blocking TCP_NODELAY socket pair; median and mean µs.
 //
 // usage: net_stream [--plugin PATH] [--bytes N] [--count N] [--window N] [--iters N]
-//                   [--transports tcp,ucx] [--json]
+//                   [--transports tcp,ucx] [--rounds N] [--json]
+// --rounds repeats the whole comparison (baseline, then every transport) and summarizes the
+// median ratios: on a loaded machine one round says little.
 // BRAID_NET_IFNAME defaults to lo here. Prints the machine, the build and every parameter.
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -46,6 +48,7 @@ struct Options {
   int window = 4;
   int iters = 20000;
   std::string transports = "tcp,ucx";
+  int rounds = 1;
   bool json = false;
 };
 
@@ -411,16 +414,20 @@ int main(int argc, char** argv) {
       o.iters = std::stoi(next());
     else if (a == "--transports")
       o.transports = next();
+    else if (a == "--rounds")
+      o.rounds = std::stoi(next());
     else if (a == "--json")
       o.json = true;
     else {
       printf(
           "usage: net_stream [--plugin PATH] [--bytes N] [--count N] [--window N] "
-          "[--iters N] [--transports tcp,ucx] [--json]\n");
+          "[--iters N] [--transports tcp,ucx] [--rounds N] [--json]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
-  if (o.count < 2 || o.window < 1 || o.iters < 1) die("need --count >= 2, --window, --iters >= 1");
+  if (o.count < 2 || o.window < 1 || o.iters < 1 || o.rounds < 1) {
+    die("need --count >= 2, --window, --iters, --rounds >= 1");
+  }
   setenv("BRAID_NET_IFNAME", getenv("BRAID_NET_IFNAME") ? getenv("BRAID_NET_IFNAME") : "lo", 1);
   signal(SIGPIPE, SIG_IGN);
   utsname u{};
@@ -442,43 +449,64 @@ int main(int argc, char** argv) {
          stripe ? stripe : "(default 256k)");
   printf("# transports %s; UCX_TLS=%s BRAID_UCX_TLS=%s\n", o.transports.c_str(),
          ucxTls ? ucxTls : "(unset)", braidTls ? braidTls : "(default tcp,sm,self)");
-  printf("# stream: %d x %zu B, window %d; pingpong: %d x 8 B round trips\n", o.count, o.bytes,
-         o.window, o.iters);
+  printf("# stream: %d x %zu B, window %d; pingpong: %d x 8 B round trips; %d round(s)\n",
+         o.count, o.bytes, o.window, o.iters, o.rounds);
 
-  const double tcp = tcpStream(o);
-  const Latency tcpLat = tcpPingPong(o);
-  printf("plain-tcp  stream %7.2f GB/s   pingpong median %6.2f us mean %6.2f us\n", tcp,
-         tcpLat.medianUs, tcpLat.meanUs);
-  if (o.json) {
-    printf("{\"bench\":\"net_stream\",\"transport\":\"plain-tcp\",\"bytes\":%zu,\"count\":%d,"
-           "\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f}\n",
-           o.bytes, o.count, o.window, tcp, tcpLat.medianUs);
-  }
-  fflush(stdout);
-  size_t at = 0;
-  while (at <= o.transports.size()) {
+  // Rounds alternate the baseline and every transport, so that a machine whose load drifts
+  // (shared CI hosts) biases no one; the summary gives the median of each round's ratios.
+  std::vector<std::string> transports;
+  for (size_t at = 0; at <= o.transports.size();) {
     size_t comma = o.transports.find(',', at);
     if (comma == std::string::npos) comma = o.transports.size();
-    const std::string transport = o.transports.substr(at, comma - at);
+    if (comma > at) transports.push_back(o.transports.substr(at, comma - at));
     at = comma + 1;
-    if (transport.empty()) continue;
-    PluginResult r;
-    if (!pluginRun(o, transport, &r)) {
-      printf("plugin/%-4s not available (not built, or it failed; see above)\n", transport.c_str());
-      continue;
-    }
-    printf("plugin/%-4s stream %7.2f GB/s (%.2f of plain tcp)   pingpong median %6.2f us mean "
-           "%6.2f us (%.2fx plain tcp)\n",
-           transport.c_str(), r.gbps, r.gbps / tcp, r.lat.medianUs, r.lat.meanUs,
-           r.lat.medianUs / tcpLat.medianUs);
+  }
+  std::vector<std::vector<double>> streamRatio(transports.size()), rttRatio(transports.size());
+  for (int round = 1; round <= o.rounds; ++round) {
+    const double tcp = tcpStream(o);
+    const Latency tcpLat = tcpPingPong(o);
+    printf("round %d plain-tcp   stream %7.2f GB/s   pingpong median %6.2f us mean %8.2f us\n",
+           round, tcp, tcpLat.medianUs, tcpLat.meanUs);
     if (o.json) {
-      printf("{\"bench\":\"net_stream\",\"transport\":\"%s\",\"bytes\":%zu,\"count\":%d,"
-             "\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f,\"stream_vs_tcp\":%.3f,"
-             "\"rtt_vs_tcp\":%.3f}\n",
-             transport.c_str(), o.bytes, o.count, o.window, r.gbps, r.lat.medianUs, r.gbps / tcp,
-             r.lat.medianUs / tcpLat.medianUs);
+      printf("{\"bench\":\"net_stream\",\"round\":%d,\"transport\":\"plain-tcp\",\"bytes\":%zu,"
+             "\"count\":%d,\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f}\n",
+             round, o.bytes, o.count, o.window, tcp, tcpLat.medianUs);
     }
     fflush(stdout);
+    for (size_t t = 0; t < transports.size(); ++t) {
+      const std::string& transport = transports[t];
+      PluginResult r;
+      if (!pluginRun(o, transport, &r)) {
+        printf("round %d plugin/%-4s not available (not built, or it failed; see above)\n", round,
+               transport.c_str());
+        continue;
+      }
+      streamRatio[t].push_back(r.gbps / tcp);
+      rttRatio[t].push_back(r.lat.medianUs / tcpLat.medianUs);
+      printf("round %d plugin/%-4s stream %7.2f GB/s (%.2f of plain tcp)   pingpong median %6.2f "
+             "us mean %8.2f us (%.2fx plain tcp)\n",
+             round, transport.c_str(), r.gbps, r.gbps / tcp, r.lat.medianUs, r.lat.meanUs,
+             r.lat.medianUs / tcpLat.medianUs);
+      if (o.json) {
+        printf("{\"bench\":\"net_stream\",\"round\":%d,\"transport\":\"%s\",\"bytes\":%zu,"
+               "\"count\":%d,\"window\":%d,\"gbps\":%.3f,\"rtt_us\":%.3f,"
+               "\"stream_vs_tcp\":%.3f,\"rtt_vs_tcp\":%.3f}\n",
+               round, transport.c_str(), o.bytes, o.count, o.window, r.gbps, r.lat.medianUs,
+               r.gbps / tcp, r.lat.medianUs / tcpLat.medianUs);
+      }
+      fflush(stdout);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  for (size_t t = 0; t < transports.size(); ++t) {
+    if (streamRatio[t].empty()) continue;
+    printf("summary plugin/%-4s over %zu round(s): stream %.2f of plain tcp (target >= 0.90), "
+           "8-byte round trip %.2fx plain tcp (target <= 1.20)\n",
+           transports[t].c_str(), streamRatio[t].size(), median(streamRatio[t]),
+           median(rttRatio[t]));
   }
   return 0;
 }

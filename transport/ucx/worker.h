@@ -16,6 +16,13 @@
 // UCX 1.13 then carries data over tcp lanes only (its shared-memory transports lack peer-failure
 // support).
 //
+// Loading. braid_transport links libucp when UCX is found, so every library that contains it
+// (libnccl-net-braid.so too, whatever BRAID_NET_TRANSPORT says) loads libucs, which installs
+// UCX's fatal-signal handlers at load (UCX_HANDLE_ERRORS; set it to "none" to keep the
+// application's), as UCX-linked NCCL net plugins generally do; libucs stays mapped after
+// dlclose, so the handlers stay valid. TODO(#4): load this backend as a separate module only when
+// "ucx" is chosen.
+//
 // Lifetime and fork. UCX runs a thread while a context exists, and a child forked meanwhile
 // cannot use UCX (the thread and its epoll set stay with the parent). The transport therefore
 // creates its context on the first listen/connect and every comm holds it: with no comm open, the
