@@ -30,11 +30,12 @@ if ! "$py" -c "import pybind11" 2>/dev/null && [ ! -d /usr/lib/cmake/pybind11 ];
   [ -f "$pyb/pybind11/pybind11.h" ] || skip "no pybind11 (package, CMake config or torch/include)"
   echo "python_torch2: pybind11 headers from $pyb"
 fi
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DBRAID_WITH_PYTHON=ON -DPython3_EXECUTABLE="$py" \
-  ${pyb:+-DBRAID_PYBIND11_INCLUDE_DIR="$pyb"} >"$build.python-configure.log" 2>&1 ||
-  fail "configure (see $build.python-configure.log)"
-cmake --build "$build" --target braid_python -j"$(nproc)" >"$build.python-build.log" 2>&1 ||
-  { tail -30 "$build.python-build.log"; fail "build of braid_python"; }
+  ${pyb:+-DBRAID_PYBIND11_INCLUDE_DIR="$pyb"} >"$build/python-configure.log" 2>&1 ||
+  fail "configure (see $build/python-configure.log)"
+cmake --build "$build" --target braid_python -j"$(nproc)" >"$build/python-build.log" 2>&1 ||
+  { tail -30 "$build/python-build.log"; fail "build of braid_python"; }
 
 export PYTHONPATH="$build/python" BRAID_TIMEOUT_MS=20000 OMP_NUM_THREADS=1
 status=0
@@ -55,6 +56,6 @@ else
 fi
 cd "$root"
 echo "python_torch2: benchmark (information only)"
-timeout 120 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
+timeout 120 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
   examples/bench_ddp_step.py --steps 10 --rounds 3 2>&1 | grep -v "^\*\|OMP_NUM_THREADS\|^WARNING" || true
 exit $status

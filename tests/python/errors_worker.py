@@ -68,7 +68,12 @@ def worker(rank, world):
     #    completes its future with the same error.
     comm = braid.Communicator.from_store(torch.distributed.PrefixStore("c/", store), rank, world)
     comm.all_reduce(torch.ones(3))
+    # A collective can finish on one rank before the other: rank 1 fails only once rank 0 is
+    # through its first one.
+    if rank == 0:
+        store.set("first-done", "1")
     if rank == 1:
+        store.wait(["first-done"])
         comm.abort("rank 1 gives up (test)")
         expect(braid.BraidError, lambda: comm.all_reduce(torch.ones(3)), rank)
     else:
