@@ -6,7 +6,8 @@ buckets), DDP with braid's comm hook, and braid.torch.DataParallel.
 
 (torch 1.13 with Python 3.11 needs --redirects 1 --tee 1.) Model: MLP 1024-2048-2048-2048-1024
 with ReLU, SGD, batch 32 per rank, one intra-op thread per rank (torch.set_num_threads(1)).
-The three paths run in interleaved rounds (same processes, same data); a step is zero_grad +
+With --local, the bare model (no communication at all) is timed too, as the compute floor.
+The paths run in interleaved rounds (same processes, same data); a step is zero_grad +
 forward + backward + optimizer step, timed on every rank; the table shows per path the median
 over steps of the slowest rank's step time, and the ratio to DDP-gloo.
 """
@@ -55,6 +56,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--codec", default=None, help="also time the hook with this codec")
     ap.add_argument("--json", default=None, help="append one JSON line per path (rank 0)")
+    ap.add_argument("--local", action="store_true",
+                    help="also time the model without any data parallelism (compute floor)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -80,6 +83,8 @@ def main():
         paths[f"ddp+braid-hook({a.codec})"] = hc
     dp = braid.torch.DataParallel(fresh(), comm=comm)
     paths["braid.DataParallel"] = dp
+    if a.local:
+        paths["local (no communication)"] = fresh()
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in paths.items()}
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(a.batch, sizes[0], generator=g)
