@@ -63,6 +63,12 @@ class Communicator::Impl {
   std::vector<int> hostOf_;
   std::vector<int> localRanks_;
   detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;
+  /// What init resolved (transport, host identity), for split; the store prefix of a split
+  /// child (set before init; "" = a fresh top-level prefix); splits made so far.
+  CommOptions options_;
+  std::string splitPrefix_;
+  int splits_ = 0;
+  const std::string& storePrefix() const { return prefix_; }
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
   detail::AlgoOverrides algoOverrides_;

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
-
 #include <cstring>
 #include <fstream>
 
@@ -117,6 +117,43 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment() {
   return create(std::move(options));
 }
 
+// split: every rank contributes (color, key) through an all-gather of the parent; the ranks of
+// one color, ordered by (key, parent rank), create a communicator of their own over the parent's
+// store under a prefix derived from the parent's and the split's sequence, with the parent's job
+// secret, host identity and transport.
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  if (color < -1) {
+    return invalidArgument("split: color must be >= 0, or -1 for no communicator; got " +
+                           std::to_string(color));
+  }
+  const int n = impl_->size_;
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(static_cast<size_t>(2 * n));
+  BRAID_RETURN_IF_ERROR(allGather(mine.data(), all.data(), 2, DataType::kInt64));
+  const int seq = impl_->splits_++;
+  if (color < 0) return std::unique_ptr<Communicator>();
+  std::vector<std::pair<int64_t, int>> members;  // (key, parent rank) of this color
+  for (int r = 0; r < n; ++r) {
+    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+  }
+  std::sort(members.begin(), members.end());
+  CommOptions options = impl_->options_;
+  options.size = static_cast<int>(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == impl_->rank_) options.rank = static_cast<int>(i);
+  }
+  std::unique_ptr<Impl> child(new Impl());
+  child->splitPrefix_ =
+      impl_->storePrefix() + "s" + std::to_string(seq) + "/" + std::to_string(color) + "/";
+  Status s = child->init(std::move(options));
+  setLogRank(impl_->rank_);  // init set the child's rank as the log prefix
+  if (!s.isOk()) {
+    return s.withContext("split(color " + std::to_string(color) + ") of rank " +
+                         std::to_string(impl_->rank_));
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
@@ -158,7 +195,8 @@ Status Communicator::Impl::init(CommOptions options) {
   timeoutMs_ = paramInt("BRAID_TIMEOUT_MS");
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, paramInt("BRAID_CHUNK_BYTES")));
   setLogRank(rank_);
-  prefix_ = "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
+  prefix_ = !splitPrefix_.empty() ? splitPrefix_
+                                   : "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
   std::string transportName = options.transport.empty() ? paramString("BRAID_TRANSPORT") : options.transport;
   if (transportName != "auto" && transportName != "shm" && transportName != "tcp") {
     return invalidArgument("unknown transport '" + transportName + "'; valid: auto, shm, tcp");
@@ -168,6 +206,9 @@ Status Communicator::Impl::init(CommOptions options) {
 
   // Host grouping: every rank publishes its host identity.
   std::string hostId = detectHostId(options.hostId);
+  options.hostId = hostId;
+  options.transport = transportName;
+  options_ = options;
   BRAID_RETURN_IF_ERROR(store_->set(prefix_ + "host/" + std::to_string(rank_), toBytes(hostId)));
   std::vector<std::string> hostIds(size_);
   for (int r = 0; r < size_; ++r) {
@@ -215,9 +256,13 @@ Status Communicator::Impl::init(CommOptions options) {
 
   // Intra-host segment for the shm all-reduce and barrier.
   if (useShm) {
-    char name[96];
+    // The store prefix names the communicator ("braid/c0/", a split child "braid/c0/s1/2/");
+    // a POSIX shm name may hold no further '/'.
+    std::string tag = prefix_.substr(6, prefix_.size() - 7);
+    std::replace(tag.begin(), tag.end(), '/', '.');
+    char name[128];
     snprintf(name, sizeof(name), "/braid-%016llx-%s-h%d", static_cast<unsigned long long>(secret_),
-             prefix_.substr(6, prefix_.size() - 7).c_str(), hostOf_[rank_]);
+             tag.c_str(), hostOf_[rank_]);
     BRAID_ASSIGN_OR_RETURN(
         segment_, detail::ShmSegment::create(name, store_.get(),
                                              prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/",

@@ -68,6 +68,12 @@ class Communicator {
   /// Bootstraps from the environment (torchrun variables, mpiexec, or BRAID_FILE_STORE).
   static Result<std::unique_ptr<Communicator>> createFromEnvironment();
 
+  /// Collective over this communicator (like MPI_Comm_split / ncclCommSplit): the ranks that pass
+  /// the same color >= 0 form a new communicator, ranked by (key, rank here); color -1 takes part
+  /// but gets no communicator (a null pointer). The new one shares this one's store and job
+  /// secret and works independently of it (its own connections, sequence numbers and thread).
+  Result<std::unique_ptr<Communicator>> split(int color, int key);
+
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -250,6 +250,46 @@ void runAsync(Checker& c) {
   }
 }
 
+// split: two interleaved halves ranked in reverse (key = -rank), rank 0 opting out; each child
+// reduces its members' parent ranks, and the parent stays usable alongside its children.
+void runSplit(Checker& c) {
+  const int r = c.comm->rank();
+  const int p = c.comm->size();
+  const int color = r == 0 ? -1 : r % 2;
+  auto child = c.comm->split(color, -r);
+  if (!c.ok(child.status(), "split")) return;
+  ++c.checks;
+  if (color < 0) {
+    if (*child != nullptr) c.fail("split with color -1 returned a communicator");
+  } else {
+    std::vector<int> members;
+    for (int q = p - 1; q >= 1; --q) {
+      if (q % 2 == color) members.push_back(q);
+    }
+    Communicator* sub = child->get();
+    if (sub == nullptr) return c.fail("split returned no communicator");
+    const int expectRank =
+        static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
+    if (sub->size() != static_cast<int>(members.size()) || sub->rank() != expectRank) {
+      c.fail("split: rank " + std::to_string(sub->rank()) + " of " + std::to_string(sub->size()) +
+             ", expected " + std::to_string(expectRank) + " of " + std::to_string(members.size()));
+    }
+    std::vector<double> v(1000, static_cast<double>(r + 1));
+    if (c.ok(sub->allReduce(v.data(), v.data(), v.size(), DataType::kFloat64, ReduceOp::kSum),
+             "allreduce on a split communicator")) {
+      double want = 0;
+      for (int q : members) want += q + 1;
+      ++c.checks;
+      if (v[0] != want || v[999] != want) c.fail("allreduce on a split communicator: wrong sum");
+    }
+  }
+  std::vector<float> w(16, 1.0f);
+  c.ok(c.comm->allReduce(w.data(), w.data(), w.size(), DataType::kFloat32, ReduceOp::kSum),
+       "parent allreduce after split");
+  ++c.checks;
+  if (w[0] != static_cast<float>(p)) c.fail("parent allreduce after split: wrong sum");
+}
+
 // Bad input is rejected with kInvalidArgument and leaves the communicator usable.
 void runBadArgs(Checker& c) {
   std::vector<float> buf(16, 1.0f);
@@ -432,5 +472,6 @@ int main(int argc, char** argv) {
   if (allReduceOnly) return finish(c, "all-reduce");
   runOtherCollectives(c, quick);
   runAsync(c);
+  runSplit(c);
   return finish(c, "collectives");
 }
