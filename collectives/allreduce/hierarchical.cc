@@ -82,8 +82,8 @@ Plan makePlan(const CollArgs& a, bool leader) {
     }
     ++perHost[hostOf[r]];
   }
-  plan.shards = std::min(leader ? 1 : *std::min_element(perHost.begin(), perHost.end()),
-                         kMaxLocalRanks);
+  plan.shards =
+      std::min(leader ? 1 : *std::min_element(perHost.begin(), perHost.end()), kMaxLocalRanks);
   if (plan.local < plan.shards) {
     std::vector<int> seen(static_cast<size_t>(plan.numHosts), 0);
     plan.group.assign(static_cast<size_t>(plan.numHosts), -1);
@@ -97,7 +97,8 @@ Plan makePlan(const CollArgs& a, bool leader) {
 // The piece size must be the same on every host, with or without a segment: a quarter of the
 // segment slot that BRAID_SHM_SEGMENT_BYTES sets (rounded as ShmSegment rounds its halves).
 size_t quarterBytes() {
-  const size_t slot = static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_SHM_SEGMENT_BYTES")));
+  const size_t slot =
+      static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_SHM_SEGMENT_BYTES")));
   const size_t half = (std::max<size_t>(slot / 2, 4096) + 4095) / 4096 * 4096;
   return half / 2;
 }
@@ -134,10 +135,15 @@ class Hierarchical {
   }
 
   Status run() {
-    if (seg_ != nullptr && (seg_->localSize() != nlocal_ || seg_->localIndex() != me_ ||
-                            seg_->halfBytes() / 2 != quarterBytes())) {
+    if (seg_ != nullptr && (seg_->localSize() != nlocal_ || seg_->localIndex() != me_)) {
       return internalError("rank " + std::to_string(a_.rank) +
                            ": the intra-host segment does not match the host layout");
+    }
+    if (seg_ != nullptr && seg_->halfBytes() / 2 != quarterBytes()) {
+      return invalidUsage("rank " + std::to_string(a_.rank) +
+                          ": BRAID_SHM_SEGMENT_BYTES differs from the size the intra-host segment "
+                          "was created with; the hierarchical all-reduce needs every rank to use "
+                          "the same value throughout");
     }
     // Scratch: the other local ranks' contributions to this owner's shard (without a segment),
     // then the other hosts' copies of this owner's part.
@@ -260,7 +266,8 @@ class Hierarchical {
     for (int i = 0; i < nlocal_; ++i) {
       if (i == me_) continue;
       const int peer = plan_.localRanks[i];
-      if (owner_) h[nh++] = net_.postRecv(peer, intraTmp_ + maxShard_ * es_ * slot++, (p.hi - p.lo) * es_);
+      if (owner_)
+        h[nh++] = net_.postRecv(peer, intraTmp_ + maxShard_ * es_ * slot++, (p.hi - p.lo) * es_);
       if (i < k_) {
         const size_t jlo = blockStart(p.n, k_, i), jhi = blockStart(p.n, k_, i + 1);
         h[nh++] = net_.postSend(peer, in + jlo * es_, (jhi - jlo) * es_);
@@ -287,7 +294,8 @@ class Hierarchical {
       if (q == plan_.host) continue;
       size_t qb, qe;
       part(p, q, &qb, &qe);
-      b1_[nb1_++] = net_.postRecv(plan_.group[q], interTmp_ + maxPart_ * es_ * slot++, (me - mb) * es_);
+      b1_[nb1_++] =
+          net_.postRecv(plan_.group[q], interTmp_ + maxPart_ * es_ * slot++, (me - mb) * es_);
       b1_[nb1_++] = net_.postSend(plan_.group[q], dst_ + qb * es_, (qe - qb) * es_);
     }
   }
@@ -300,7 +308,8 @@ class Hierarchical {
     part(p, plan_.host, &mb, &me);
     uint8_t* mine = dst_ + mb * es_;
     if (me > mb) {
-      for (int i = 0; i < nhosts_ - 1; ++i) a_.reduce(mine, mine, interTmp_ + maxPart_ * es_ * i, me - mb);
+      for (int i = 0; i < nhosts_ - 1; ++i)
+        a_.reduce(mine, mine, interTmp_ + maxPart_ * es_ * i, me - mb);
       if (a_.op == ReduceOp::kAvg) scaleForAvg(a_.type, mine, me - mb, a_.size);
     }
     nb2_ = 0;
@@ -318,13 +327,15 @@ class Hierarchical {
   Status intraAllGather(const Piece& p) {
     uint8_t* out = dst_ + p.off * es_;
     if (seg_ != nullptr) {
-      if (owner_) copyToShared(quarter(seg_, me_, p.g) + p.lo * es_, out + p.lo * es_, (p.hi - p.lo) * es_);
+      if (owner_)
+        copyToShared(quarter(seg_, me_, p.g) + p.lo * es_, out + p.lo * es_, (p.hi - p.lo) * es_);
       seg_->markDone(p.g);
       BRAID_RETURN_IF_ERROR(seg_->waitDone(p.g));
       for (int j = 0; j < k_; ++j) {
         if (j == me_) continue;
         const size_t jlo = blockStart(p.n, k_, j), jhi = blockStart(p.n, k_, j + 1);
-        if (jhi > jlo) std::memcpy(out + jlo * es_, quarter(seg_, j, p.g) + jlo * es_, (jhi - jlo) * es_);
+        if (jhi > jlo)
+          std::memcpy(out + jlo * es_, quarter(seg_, j, p.g) + jlo * es_, (jhi - jlo) * es_);
       }
       return Status::ok();
     }
