@@ -125,12 +125,48 @@ Status Bucketer::Impl::initCodecs() {
   const int64_t minBytes = paramInt("BRAID_CODEC_MIN_BYTES");
   codecMinBytes_ = opts_.codecMinBytes != 0 ? opts_.codecMinBytes
                                             : static_cast<size_t>(std::max<int64_t>(0, minBytes));
+  const bool interOnly =
+      opts_.codecInterHostOnly || paramString("BRAID_CODEC_SCOPE") == "inter-host";
+  if (interOnly && (codec_ != nullptr || smallCodec_ != nullptr)) {
+    if (comm_->numHosts() == 1) {
+      BRAID_INFO("bucketer: inter-host-only compression on one host: nothing is compressed");
+      codec_.reset();
+      smallCodec_.reset();
+    } else {
+      // Collective on comm_, like create() itself; before the engine issues anything on it.
+      BRAID_ASSIGN_OR_RETURN(hostComm_, comm_->split(comm_->hostIndex(), comm_->rank()));
+      BRAID_ASSIGN_OR_RETURN(leaderComm_,
+                             comm_->split(comm_->localRank() == 0 ? 0 : -1, comm_->hostIndex()));
+    }
+  }
   if (codec_ != nullptr || smallCodec_ != nullptr) {
-    BRAID_INFO("bucketer: codec %s for float32 buckets of at least %zu bytes, %s below",
+    BRAID_INFO("bucketer: codec %s for float32 buckets of at least %zu bytes, %s below%s",
                codec_ != nullptr ? codec_->info().name : "none", codecMinBytes_,
-               smallCodec_ != nullptr ? smallCodec_->info().name : "none");
+               smallCodec_ != nullptr ? smallCodec_->info().name : "none",
+               hostComm_ != nullptr ? "; inter-host stage only" : "");
   }
   return Status::ok();
+}
+
+// Inter-host-only: every host sums the bucket into its first rank, the first ranks run the
+// codec among themselves, and broadcast the result inside their host. The codec averages over
+// hosts, so an average first scales the host sums by hosts/ranks: (Σ_h hosts/p·s_h)/hosts = Σ/p
+// whatever the number of ranks per host. Its error feedback lives on the first ranks only.
+Status Bucketer::Impl::reduceCompressed(Bucket& b) {
+  Codec& c = *b.codec;
+  float* data = reinterpret_cast<float*>(b.data);
+  if (hostComm_ == nullptr) return c.allReduce(*comm_, b.codecId, data, b.count, b.shapes);
+  BRAID_RETURN_IF_ERROR(
+      hostComm_->reduce(data, data, b.count, DataType::kFloat32, ReduceOp::kSum, 0));
+  if (leaderComm_ != nullptr) {
+    if (op_ == ReduceOp::kAvg) {
+      const float scale =
+          static_cast<float>(comm_->numHosts()) / static_cast<float>(comm_->size());
+      for (size_t i = 0; i < b.count; ++i) data[i] *= scale;
+    }
+    BRAID_RETURN_IF_ERROR(c.allReduce(*leaderComm_, b.codecId, data, b.count, b.shapes));
+  }
+  return hostComm_->broadcast(data, data, b.count, DataType::kFloat32, 0);
 }
 
 Codec* Bucketer::Impl::codecFor(DataType type, size_t bytes) const {

@@ -69,6 +69,11 @@ class Bucketer::Impl {
   // Codecs (null: uncompressed), driven by the engine thread only.
   std::unique_ptr<Codec> codec_, smallCodec_;
   size_t codecMinBytes_ = 0;
+  // Inter-host-only compression: this host's ranks, and the hosts' first ranks (null on the
+  // others); both split from comm_ at creation.
+  std::unique_ptr<Communicator> hostComm_, leaderComm_;
+  /// Runs bucket b's codec: over comm_, or host reduce → leaders' codec → host broadcast.
+  Status reduceCompressed(Bucket& b);
   uint64_t commSteps_ = 0;  // communicating steps so far (the codecs' step index)
 
   // --- layout (changed by the engine only, between steps) ---

@@ -209,8 +209,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
       b.startNs = std::max(b.launchNs, prevDone);
       Codec& c = *b.codec;
       const uint64_t wire0 = c.stats().wireBytes;
-      Status s =
-          c.allReduce(*comm_, b.codecId, reinterpret_cast<float*>(b.data), b.count, b.shapes);
+      Status s = reduceCompressed(b);
       b.doneNs = nowNs();
       prevDone = b.doneNs;
       b.wireBytes = c.stats().wireBytes - wire0;

@@ -301,6 +301,10 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_CODEC", ParamType::kString, "none", "",
        "Bucketer: gradient compression of float32 buckets, a codec spec such as fp16, bf16, "
        "powersgd:rank=4, topk:ratio=0.01, int8, sign (keys: compression/codec.h); none = off"},
+      {"BRAID_CODEC_SCOPE", ParamType::kEnum, "all", "all|inter-host",
+       "Bucketer: all = BRAID_CODEC compresses the whole all-reduce; inter-host = buckets are "
+       "summed uncompressed inside each host and only the hosts' first ranks exchange compressed "
+       "data (nothing is compressed on one host)"},
       {"BRAID_CODEC_MIN_BYTES", ParamType::kInt, "0", "",
        "Bucketer: buckets smaller than this many bytes are not compressed with BRAID_CODEC "
        "(k, m, g suffixes)"},

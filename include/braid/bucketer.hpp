@@ -75,6 +75,11 @@ struct BucketerOptions {
   size_t codecMinBytes = 0;
   /// Codec spec of the small size class; "" or "none" = uncompressed.
   std::string smallBucketCodec;
+  /// Compress only what crosses hosts: a compressed bucket is summed uncompressed inside each
+  /// host (to the host's first rank, over the shared segment), the hosts' first ranks run the
+  /// codec among themselves, and each broadcasts the result inside its host. On one host nothing
+  /// is compressed. false = BRAID_CODEC_SCOPE (all | inter-host).
+  bool codecInterHostOnly = false;
 };
 
 /// One bucket's collective in one step. Times are milliseconds since beginStep() on this rank.

@@ -53,6 +53,7 @@ const Expected kExpected[] = {
     {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", ""},
     {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", ""},
     {"BRAID_CODEC", ParamType::kString, "none", ""},
+    {"BRAID_CODEC_SCOPE", ParamType::kEnum, "all", "all|inter-host"},
     {"BRAID_CODEC_MIN_BYTES", ParamType::kInt, "0", ""},
     {"BRAID_METRICS_FILE", ParamType::kString, "", ""},
     {"BRAID_NET_IFNAME", ParamType::kString, "", ""},
