@@ -122,6 +122,8 @@ namespace {
 
 Status runAllReduce(const detail::CollArgs& a, detail::AllReduceAlgo algo, const void* s, void* r,
                     size_t count) {
+  // One rank: every algorithm is a copy (a 1-rank communicator has no intra-host segment).
+  if (a.size == 1 && algo == detail::AllReduceAlgo::kShm) algo = detail::AllReduceAlgo::kRing;
   switch (algo) {
     case detail::AllReduceAlgo::kShm: return detail::allReduceShm(a, s, r, count);
     case detail::AllReduceAlgo::kTree: return detail::allReduceTree(a, s, r, count);
