@@ -34,8 +34,11 @@ class CMakeBuild(build_ext):
         build = os.path.join(ROOT, build) if build and not os.path.isabs(build) else build
         if not build:
             build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+        # A venv's interpreter shares its base interpreter's headers and ABI; naming the base
+        # one keeps a reused build directory's configuration unchanged.
+        python = getattr(sys, "_base_executable", None) or sys.executable
         args = ["-DCMAKE_BUILD_TYPE=" + os.environ.get("BRAID_BUILD_TYPE", "RelWithDebInfo"),
-                "-DBRAID_WITH_PYTHON=ON", "-DPython3_EXECUTABLE=" + sys.executable]
+                "-DBRAID_WITH_PYTHON=ON", "-DPython3_EXECUTABLE=" + python]
         if os.environ.get("BRAID_PYBIND11_INCLUDE_DIR"):
             args.append("-DBRAID_PYBIND11_INCLUDE_DIR=" + os.environ["BRAID_PYBIND11_INCLUDE_DIR"])
         args += os.environ.get("BRAID_CMAKE_ARGS", "").split()
