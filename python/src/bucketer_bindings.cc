@@ -20,9 +20,9 @@ namespace {
 template <typename T, typename = void>
 struct HasCodec : std::false_type {};
 template <typename T>
-struct HasCodec<T, std::void_t<decltype(std::declval<T&>().codec),
-                               decltype(std::declval<T&>().codecMinBytes),
-                               decltype(std::declval<T&>().smallBucketCodec)>> : std::true_type {};
+struct HasCodec<
+    T, std::void_t<decltype(std::declval<T&>().codec), decltype(std::declval<T&>().codecMinBytes),
+                   decltype(std::declval<T&>().smallBucketCodec)>> : std::true_type {};
 template <typename T, typename = void>
 struct HasWireBytes : std::false_type {};
 template <typename T>
@@ -30,13 +30,13 @@ struct HasWireBytes<T, std::void_t<decltype(std::declval<T&>().wireBytes)>> : st
 template <typename B, typename = void>
 struct HasShapedRegister : std::false_type {};
 template <typename B>
-struct HasShapedRegister<B, std::void_t<decltype(std::declval<B&>().registerParam(
-                                uint32_t{}, std::declval<const std::vector<size_t>&>(),
-                                DataType{}, std::string()))>> : std::true_type {};
+struct HasShapedRegister<
+    B, std::void_t<decltype(std::declval<B&>().registerParam(
+           uint32_t{}, std::declval<const std::vector<size_t>&>(), DataType{}, std::string()))>>
+    : std::true_type {};
 
 template <typename O>
-void setCodec(O& o, const std::string& codec, size_t minBytes, const std::string& small,
-              int rank) {
+void setCodec(O& o, const std::string& codec, size_t minBytes, const std::string& small, int rank) {
   if constexpr (HasCodec<O>::value) {
     o.codec = codec;
     o.codecMinBytes = minBytes;
@@ -101,11 +101,11 @@ class PyBucketer {
 };
 
 std::unique_ptr<PyBucketer> create(std::shared_ptr<CommHolder> comm, int sizing,
-                                   size_t bucketCapBytes, size_t firstBucketCapBytes,
-                                   bool average, bool zeroCopy, bool findUnused,
-                                   bool rebuildLayout, int maxInFlight,
-                                   const std::string& metricsFile, const std::string& codec,
-                                   size_t codecMinBytes, const std::string& smallBucketCodec) {
+                                   size_t bucketCapBytes, size_t firstBucketCapBytes, bool average,
+                                   bool zeroCopy, bool findUnused, bool rebuildLayout,
+                                   int maxInFlight, const std::string& metricsFile,
+                                   const std::string& codec, size_t codecMinBytes,
+                                   const std::string& smallBucketCodec) {
   BucketerOptions o;
   o.sizing = static_cast<BucketSizing>(sizing);
   o.bucketCapBytes = bucketCapBytes;
@@ -129,8 +129,7 @@ void bindBucketer(py::module_& m) {
   m.attr("HAVE_BUCKETER_CODECS") = HasCodec<BucketerOptions>::value;
   py::class_<BucketMetrics>(m, "BucketMetrics")
       .def_readonly("bytes", &BucketMetrics::bytes)
-      .def_property_readonly("wire_bytes",
-                             [](const BucketMetrics& b) { return wireBytesOf(b); })
+      .def_property_readonly("wire_bytes", [](const BucketMetrics& b) { return wireBytesOf(b); })
       .def_readonly("params", &BucketMetrics::params)
       .def_readonly("ready_ms", &BucketMetrics::readyMs)
       .def_readonly("start_ms", &BucketMetrics::startMs)
@@ -163,21 +162,23 @@ void bindBucketer(py::module_& m) {
   py::class_<B>(m, "Bucketer")
       .def(py::init(&create), py::arg("comm"), py::arg("sizing") = 0,
            py::arg("bucket_cap_bytes") = 0, py::arg("first_bucket_cap_bytes") = 0,
-           py::arg("average") = true, py::arg("zero_copy") = false,
-           py::arg("find_unused") = false, py::arg("rebuild_layout") = true,
-           py::arg("max_in_flight") = 2, py::arg("metrics_file") = "", py::arg("codec") = "",
-           py::arg("codec_min_bytes") = 0, py::arg("small_bucket_codec") = "")
-      .def("register_param",
-           [](B& b, uint32_t id, size_t count, DataType t, const std::string& name) {
-             check(b.get().registerParam(id, count, t, name), b.rank());
-           },
-           py::arg("id"), py::arg("count"), py::arg("dtype"), py::arg("name") = "")
-      .def("register_param_shaped",
-           [](B& b, uint32_t id, const std::vector<size_t>& shape, DataType t,
-              const std::string& name) {
-             check(registerShaped(b.get(), id, shape, t, name), b.rank());
-           },
-           py::arg("id"), py::arg("shape"), py::arg("dtype"), py::arg("name") = "")
+           py::arg("average") = true, py::arg("zero_copy") = false, py::arg("find_unused") = false,
+           py::arg("rebuild_layout") = true, py::arg("max_in_flight") = 2,
+           py::arg("metrics_file") = "", py::arg("codec") = "", py::arg("codec_min_bytes") = 0,
+           py::arg("small_bucket_codec") = "")
+      .def(
+          "register_param",
+          [](B& b, uint32_t id, size_t count, DataType t, const std::string& name) {
+            check(b.get().registerParam(id, count, t, name), b.rank());
+          },
+          py::arg("id"), py::arg("count"), py::arg("dtype"), py::arg("name") = "")
+      .def(
+          "register_param_shaped",
+          [](B& b, uint32_t id, const std::vector<size_t>& shape, DataType t,
+             const std::string& name) {
+            check(registerShaped(b.get(), id, shape, t, name), b.rank());
+          },
+          py::arg("id"), py::arg("shape"), py::arg("dtype"), py::arg("name") = "")
       .def("finalize",
            [](B& b) { check(b.released([](Bucketer& x) { return x.finalize(); }), b.rank()); })
       .def("gradient_buffer",
@@ -194,18 +195,17 @@ void bindBucketer(py::module_& m) {
            })
       .def("zero_gradients", [](B& b) { b.get().zeroGradients(); })
       .def_property_readonly("layout_version", [](B& b) { return b.get().layoutVersion(); })
-      .def("begin_step",
-           [](B& b, bool accumulate) { check(b.get().beginStep(accumulate), b.rank()); },
-           py::arg("accumulate") = false)
+      .def(
+          "begin_step",
+          [](B& b, bool accumulate) { check(b.get().beginStep(accumulate), b.rank()); },
+          py::arg("accumulate") = false)
       .def("mark_ready",
            [](B& b, uint32_t id, uintptr_t grad) {
-             Status s = b.released([&](Bucketer& x) {
-               return x.markReady(id, reinterpret_cast<void*>(grad));
-             });
+             Status s = b.released(
+                 [&](Bucketer& x) { return x.markReady(id, reinterpret_cast<void*>(grad)); });
              check(s, b.rank());
            })
-      .def("mark_unused",
-           [](B& b, uint32_t id) { check(b.get().markUnused(id), b.rank()); })
+      .def("mark_unused", [](B& b, uint32_t id) { check(b.get().markUnused(id), b.rank()); })
       .def("finish_step",
            [](B& b) {
              Result<StepMetrics> r = b.released([](Bucketer& x) { return x.finishStep(); });

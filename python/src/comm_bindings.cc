@@ -205,8 +205,7 @@ void bindCommunicator(py::module_& m) {
            })
       .def("reduce",
            [](const H& h, uintptr_t s, uintptr_t r, size_t n, DataType t, ReduceOp op, int root) {
-             blocking(h,
-                      [&](Communicator& c) { return c.reduce(ptr(s), ptr(r), n, t, op, root); });
+             blocking(h, [&](Communicator& c) { return c.reduce(ptr(s), ptr(r), n, t, op, root); });
            })
       .def("all_to_all",
            [](const H& h, uintptr_t s, uintptr_t r, size_t n, DataType t) {
@@ -223,8 +222,8 @@ void bindCommunicator(py::module_& m) {
            })
       .def("all_reduce_async",
            [](const H& h, uintptr_t s, uintptr_t r, size_t n, DataType t, ReduceOp op) {
-             return async(h,
-                          [&](Communicator& c) { return c.allReduceAsync(ptr(s), ptr(r), n, t, op); });
+             return async(
+                 h, [&](Communicator& c) { return c.allReduceAsync(ptr(s), ptr(r), n, t, op); });
            })
       .def("reduce_scatter_async",
            [](const H& h, uintptr_t s, uintptr_t r, size_t n, DataType t, ReduceOp op) {
@@ -239,9 +238,8 @@ void bindCommunicator(py::module_& m) {
            })
       .def("broadcast_async",
            [](const H& h, uintptr_t s, uintptr_t r, size_t n, DataType t, int root) {
-             return async(h, [&](Communicator& c) {
-               return c.broadcastAsync(ptr(s), ptr(r), n, t, root);
-             });
+             return async(
+                 h, [&](Communicator& c) { return c.broadcastAsync(ptr(s), ptr(r), n, t, root); });
            })
       .def("allreduce_algorithm_for",
            [](const H& h, size_t bytes) { return h.get().allReduceAlgorithmFor(bytes); })

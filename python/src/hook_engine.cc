@@ -34,7 +34,9 @@
 namespace braid::python {
 namespace {
 
-double msSince(uint64_t t0, uint64_t t) { return t <= t0 ? 0.0 : static_cast<double>(t - t0) / 1e6; }
+double msSince(uint64_t t0, uint64_t t) {
+  return t <= t0 ? 0.0 : static_cast<double>(t - t0) / 1e6;
+}
 
 struct HookStep {
   uint64_t step = 0;
@@ -292,35 +294,36 @@ void bindHookEngine(py::module_& m) {
 
 #ifdef BRAID_PY_WITH_CODECS
   m.attr("HAVE_CODECS") = true;
-  m.attr("CODECS") = std::vector<std::string>{"none", "fp16", "bf16", "powersgd", "topk",
-                                              "int8", "sign"};
+  m.attr("CODECS") =
+      std::vector<std::string>{"none", "fp16", "bf16", "powersgd", "topk", "int8", "sign"};
   py::class_<PyCodec>(m, "Codec")
       .def(py::init<const std::string&, bool>(), py::arg("spec"), py::arg("average") = true)
       .def_property_readonly("name", [](PyCodec& c) { return std::string(c.get().info().name); })
       .def_property_readonly("error_feedback",
                              [](PyCodec& c) { return c.get().info().errorFeedback; })
-      .def_property_readonly(
-          "wire_collective",
-          [](PyCodec& c) {
-            return c.get().info().collective == WireCollective::kAllReduce ? "all_reduce"
-                                                                          : "all_gather";
-          })
+      .def_property_readonly("wire_collective",
+                             [](PyCodec& c) {
+                               return c.get().info().collective == WireCollective::kAllReduce
+                                          ? "all_reduce"
+                                          : "all_gather";
+                             })
       .def("set_step", [](PyCodec& c, uint64_t s) { c.get().setStep(s); })
-      .def("all_reduce",
-           [](PyCodec& c, std::shared_ptr<CommHolder> comm, uint64_t bucket, uintptr_t data,
-              size_t count, std::vector<std::pair<size_t, size_t>> shapes) {
-             std::vector<TensorShape> sh;
-             for (const auto& [r, k] : shapes) sh.push_back({r, k});
-             Communicator& cm = comm->get();
-             Status s;
-             {
-               py::gil_scoped_release release;
-               s = c.get().allReduce(cm, bucket, reinterpret_cast<float*>(data), count, sh);
-             }
-             check(s, comm->rank());
-           },
-           py::arg("comm"), py::arg("bucket_id"), py::arg("data"), py::arg("count"),
-           py::arg("shapes") = std::vector<std::pair<size_t, size_t>>{})
+      .def(
+          "all_reduce",
+          [](PyCodec& c, std::shared_ptr<CommHolder> comm, uint64_t bucket, uintptr_t data,
+             size_t count, std::vector<std::pair<size_t, size_t>> shapes) {
+            std::vector<TensorShape> sh;
+            for (const auto& [r, k] : shapes) sh.push_back({r, k});
+            Communicator& cm = comm->get();
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.get().allReduce(cm, bucket, reinterpret_cast<float*>(data), count, sh);
+            }
+            check(s, comm->rank());
+          },
+          py::arg("comm"), py::arg("bucket_id"), py::arg("data"), py::arg("count"),
+          py::arg("shapes") = std::vector<std::pair<size_t, size_t>>{})
       .def("stats", [](PyCodec& c) {
         const CodecStats& s = c.get().stats();
         py::dict d;

@@ -90,8 +90,7 @@ PYBIND11_MODULE(_braid, m) {
   using namespace braid;
   m.doc() = "braid's C++ core (communicator, Bucketer, codecs); use the braid package instead";
 
-  m.def("_set_error_classes", &braid::python::setErrorClasses, py::arg("base"),
-        py::arg("by_code"));
+  m.def("_set_error_classes", &braid::python::setErrorClasses, py::arg("base"), py::arg("by_code"));
 
   py::enum_<DataType>(m, "DataType")
       .value("int8", DataType::kInt8)

@@ -75,8 +75,9 @@ Result<int> storePort(int masterPort) {
   if (forced > 0) return static_cast<int>(forced);
   if (env("TORCHELASTIC_RUN_ID") == nullptr) return masterPort;
   if (masterPort == 65535) {
-    return invalidArgument("MASTER_PORT=65535 under torchrun leaves no port for braid's store "
-                           "(MASTER_PORT + 1); set BRAID_STORE_PORT");
+    return invalidArgument(
+        "MASTER_PORT=65535 under torchrun leaves no port for braid's store "
+        "(MASTER_PORT + 1); set BRAID_STORE_PORT");
   }
   return masterPort + 1;
 }
@@ -102,9 +103,9 @@ Result<BootstrapInfo> fromTorchrun(Deadline deadline) {
     return store.status().withContext(
         "rank " + std::to_string(info.rank) + ": torchrun bootstrap with MASTER_ADDR=" + addr +
         " MASTER_PORT=" + std::to_string(masterPort) +
-        (port != masterPort ? " (braid's store on port " + std::to_string(port) + ", see "
-                              "BRAID_STORE_PORT)"
-                            : std::string()));
+        (port != masterPort
+             ? " (braid's store on port " + std::to_string(port) + ", see BRAID_STORE_PORT)"
+             : std::string()));
   }
   info.store = std::move(store.value());
   return info;
