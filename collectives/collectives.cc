@@ -114,7 +114,9 @@ Status Communicator::setAllReduceAlgorithm(const std::string& name) {
       !impl_->hasSegment()) {
     return invalidArgument("the shm all-reduce is not available with BRAID_TRANSPORT=tcp");
   }
+  std::lock_guard<std::mutex> lock(impl_->decisionMu_);
   impl_->forcedAllReduce_ = algo;
+  impl_->decisionCache_.clear();
   return Status::ok();
 }
 
@@ -162,10 +164,26 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  const detail::Decision d = decideAllReduce(bytes);
-  auto parsed = detail::parseAllReduceAlgo(d.algorithm);
-  const detail::AllReduceAlgo algo = parsed.isOk() ? *parsed : detail::AllReduceAlgo::kRing;
-  const size_t chunk = d.chunkBytes;  // a tuning-file rule's pipelining chunk, 0 = default
+  // The decision depends on the size only (and on what is forced): computed once per size, as
+  // evaluating the model and building its strings costs about a microsecond, as much as a
+  // small same-host all-reduce.
+  detail::AllReduceAlgo algo = detail::AllReduceAlgo::kRing;
+  size_t chunk = 0;  // a tuning-file rule's pipelining chunk, 0 = default
+  {
+    std::lock_guard<std::mutex> lock(decisionMu_);
+    auto it = decisionCache_.find(bytes);
+    if (it != decisionCache_.end()) {
+      algo = it->second.first;
+      chunk = it->second.second;
+    } else {
+      const detail::Decision d = decideAllReduce(bytes);
+      auto parsed = detail::parseAllReduceAlgo(d.algorithm);
+      algo = parsed.isOk() ? *parsed : detail::AllReduceAlgo::kRing;
+      chunk = d.chunkBytes;
+      if (decisionCache_.size() >= kDecisionCacheEntries) decisionCache_.clear();
+      decisionCache_.emplace(bytes, std::make_pair(algo, chunk));
+    }
+  }
   return Op{makeFp(Collective::kAllReduce, count, type, op, -1),
             [=](const detail::CollArgs& a) {
               if (chunk == 0) return runAllReduce(a, algo, sendbuf, recvbuf, count);

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "braid/comm.hpp"
@@ -63,6 +65,10 @@ class Communicator::Impl {
   std::vector<int> hostOf_;
   std::vector<int> localRanks_;
   detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;
+  /// All-reduce decisions by message size (algorithm, chunk), cleared when one is forced.
+  static constexpr size_t kDecisionCacheEntries = 4096;
+  mutable std::mutex decisionMu_;
+  mutable std::unordered_map<size_t, std::pair<detail::AllReduceAlgo, size_t>> decisionCache_;
   /// What init resolved (transport, host identity), for split; the store prefix of a split
   /// child (set before init; "" = a fresh top-level prefix); splits made so far.
   CommOptions options_;
