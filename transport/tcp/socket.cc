@@ -340,6 +340,22 @@ Result<InterfaceAddress> selectInterface(const std::string& spec) {
   return lo;
 }
 
+Result<SocketAddress> listenAddress(const std::string& numeric, const std::string& spec,
+                                    const char* who) {
+  if (!numeric.empty()) {
+    Result<SocketAddress> parsed = SocketAddress::parseNumeric(numeric, 0);
+    if (!parsed.isOk()) {
+      return parsed.status().withContext(std::string(who) + ": TransportOptions::tcpAddress '" +
+                                         numeric + "'");
+    }
+    return parsed;
+  }
+  BRAID_ASSIGN_OR_RETURN(InterfaceAddress chosen, selectInterface(spec));
+  SocketAddress address = chosen.address;
+  address.setPort(0);
+  return address;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sockets
 

@@ -110,6 +110,11 @@ std::vector<InterfaceAddress> listInterfaces();
 /// non-loopback interface that is up, else 127.0.0.1.
 Result<InterfaceAddress> selectInterface(const std::string& spec);
 
+/// Where a listener binds (port 0): `numeric` (an explicit address such as
+/// TransportOptions::tcpAddress) when set, else selectInterface(spec). `who` prefixes errors.
+Result<SocketAddress> listenAddress(const std::string& numeric, const std::string& spec,
+                                    const char* who);
+
 /// Creates a socket of `family` with SOCK_CLOEXEC (and SOCK_NONBLOCK when nonBlocking).
 Result<Fd> createSocket(int family, bool nonBlocking);
 Status setNonBlocking(int fd);

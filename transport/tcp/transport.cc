@@ -108,20 +108,9 @@ class TcpTransport : public Transport {
     if (handle == nullptr || listenComm == nullptr) {
       return invalidArgument("tcp listen: null handle or listenComm");
     }
-    SocketAddress address;
-    if (!options_.tcpAddress.empty()) {
-      Result<SocketAddress> parsed = SocketAddress::parseNumeric(options_.tcpAddress, 0);
-      if (!parsed.isOk()) {
-        return parsed.status().withContext("tcp: TransportOptions::tcpAddress '" +
-                                           options_.tcpAddress + "'");
-      }
-      address = parsed.value();
-    } else {
-      BRAID_ASSIGN_OR_RETURN(InterfaceAddress chosen,
-                             selectInterface(paramString("BRAID_SOCKET_IFNAME")));
-      address = chosen.address;
-      address.setPort(0);
-    }
+    BRAID_ASSIGN_OR_RETURN(
+        SocketAddress address,
+        listenAddress(options_.tcpAddress, paramString("BRAID_SOCKET_IFNAME"), "tcp"));
     ListenOptions lo;
     lo.bufferBytes = kSocketBufferBytes;
     SocketAddress bound;

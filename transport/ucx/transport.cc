@@ -116,20 +116,9 @@ class UcxTransport : public Transport {
     if (handle == nullptr || listenComm == nullptr) {
       return invalidArgument("ucx listen: null handle or listenComm");
     }
-    SocketAddress address;
-    if (!options_.tcpAddress.empty()) {
-      Result<SocketAddress> parsed = SocketAddress::parseNumeric(options_.tcpAddress, 0);
-      if (!parsed.isOk()) {
-        return parsed.status().withContext("ucx: TransportOptions::tcpAddress '" +
-                                           options_.tcpAddress + "'");
-      }
-      address = parsed.value();
-    } else {
-      BRAID_ASSIGN_OR_RETURN(InterfaceAddress chosen,
-                             selectInterface(paramString("BRAID_SOCKET_IFNAME")));
-      address = chosen.address;
-      address.setPort(0);
-    }
+    BRAID_ASSIGN_OR_RETURN(
+        SocketAddress address,
+        listenAddress(options_.tcpAddress, paramString("BRAID_SOCKET_IFNAME"), "ucx"));
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, context());
     auto lc = std::make_unique<UcxListenComm>();
     BRAID_ASSIGN_OR_RETURN(lc->worker, Worker::create(context));
