@@ -113,6 +113,18 @@ braidResult_t braidCommInitFromEnv(braidComm_t* comm) {
   });
 }
 
+braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm) {
+  BRAID_C_CHECK_COMM(comm);
+  if (newcomm == nullptr) return badArg("newcomm is null");
+  *newcomm = nullptr;
+  return guarded([&]() -> braidResult_t {
+    auto c = comm->comm->split(color, key);
+    if (!c.isOk()) return toResult(c.status());
+    if (*c != nullptr) *newcomm = new braidComm{std::move(c).value()};
+    return braidSuccess;
+  });
+}
+
 braidResult_t braidCommDestroy(braidComm_t comm) {
   if (comm == nullptr) return braidSuccess;
   return guarded([&]() -> braidResult_t {

@@ -69,6 +69,10 @@ braidResult_t braidGetUniqueId(braidUniqueId* uniqueId);
 braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, int rank);
 /** Bootstraps from torchrun variables, mpiexec, or BRAID_FILE_STORE. */
 braidResult_t braidCommInitFromEnv(braidComm_t* comm);
+/** Collective over comm, like ncclCommSplit: the ranks passing the same color (>= 0) form a new
+ * communicator ranked by (key, rank in comm); BRAID_SPLIT_NOCOLOR takes part and gets NULL. */
+#define BRAID_SPLIT_NOCOLOR (-1)
+braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm);
 /** Frees the communicator; call on every rank after its last operation. */
 braidResult_t braidCommDestroy(braidComm_t comm);
 /** Fails the communicator (peers' pending operations return errors) and frees it. */

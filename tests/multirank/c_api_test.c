@@ -51,6 +51,25 @@ static int runRank(int rank, int nranks, braidUniqueId id) {
   braidResult_t async = braidInternalError;
   CHECK(braidCommGetAsyncError(comm, &async) == braidSuccess && async == braidSuccess, "async error");
   CHECK(strcmp(braidGetErrorString(braidInvalidUsage), "invalid usage") == 0, "error string");
+  /* Split: the last rank opts out; the others form one communicator in reverse rank order. */
+  braidComm_t sub = NULL;
+  const int color = rank == nranks - 1 && nranks > 1 ? BRAID_SPLIT_NOCOLOR : 0;
+  r = braidCommSplit(comm, color, -rank, &sub);
+  CHECK(r == braidSuccess, "split: %s", braidGetLastError(comm));
+  if (color == BRAID_SPLIT_NOCOLOR) {
+    CHECK(sub == NULL, "no color gave a communicator");
+  } else {
+    int subSize = -1, subRank = -1;
+    const int members = nranks > 1 ? nranks - 1 : 1;
+    CHECK(braidCommCount(sub, &subSize) == braidSuccess && subSize == members, "split size %d", subSize);
+    CHECK(braidCommUserRank(sub, &subRank) == braidSuccess && subRank == members - 1 - rank,
+          "split rank %d", subRank);
+    int one = 1;
+    CHECK(braidAllReduce(&one, &one, 1, braidInt32, braidSum, sub) == braidSuccess && one == members,
+          "split allreduce gave %d", one);
+    CHECK(braidCommDestroy(sub) == braidSuccess, "destroy split");
+  }
+  CHECK(braidCommSplit(comm, 0, 0, NULL) == braidInvalidArgument, "null newcomm");
   free(buf);
   CHECK(braidCommDestroy(comm) == braidSuccess, "destroy");
   return 0;
