@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/hash.h"
+
 namespace braid::detail {
 
 std::vector<int> reverseOrder(size_t n) {
@@ -135,14 +137,8 @@ bool decodePlan(const std::vector<uint32_t>& enc, size_t n, BucketPlan* plan) {
 
 uint64_t hashParam(const ParamSpec& p) {
   // FNV-1a over the fields; stable across processes and builds.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* data, size_t len) {
-    const auto* b = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < len; ++i) {
-      h ^= b[i];
-      h *= 1099511628211ull;
-    }
-  };
+  uint64_t h = kFnv64Offset;
+  auto mix = [&h](const void* data, size_t len) { h = fnv1a64(data, len, h); };
   const uint64_t count = p.count;
   const int32_t type = static_cast<int32_t>(p.type);
   mix(&p.id, sizeof(p.id));

@@ -14,6 +14,7 @@
 #include "collectives/p2p.h"
 #include "collectives/shm_segment.h"
 #include "core/copy.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/reduce.h"
@@ -34,15 +35,6 @@ double nowUs() {
 
 std::vector<uint8_t> toBytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string fromBytes(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 Status mkdirs(const std::string& dir) {
   std::string path;
@@ -264,7 +256,7 @@ std::string cachePathFor(const std::string& fingerprint) {
   }
   char name[48];
   std::snprintf(name, sizeof(name), "/fabric-%016llx.txt",
-                static_cast<unsigned long long>(fnv1a(fingerprint)));
+                static_cast<unsigned long long>(fnv1a64(fingerprint)));
   return dir + name;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/hash.h"
 #include "topology/detect.h"
 #include "transport/tcp/socket.h"
 
@@ -27,12 +28,6 @@ std::string pciPathOfAddress(const std::string& address) {
   char resolved[PATH_MAX];
   if (::realpath(link.c_str(), resolved) == nullptr) return std::string();
   return resolved;
-}
-
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 uint64_t guidOf(const std::string& name, const std::string& mac) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
@@ -53,16 +54,9 @@ struct TcpHandle {
 };
 static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
 
-uint32_t fnv1a(const void* data, size_t size) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
-
 uint32_t handleChecksum(TcpHandle h) {
   h.checksum = 0;
-  return fnv1a(&h, sizeof(h));
+  return fnv1a32(&h, sizeof(h));
 }
 
 class TcpListenComm : public ListenComm {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
@@ -59,16 +60,9 @@ struct UcxHandle {
 static_assert(sizeof(UcxHandle) <= kHandleSize, "ucx handle must fit kHandleSize");
 static_assert(sizeof(UcxHandle) >= 48, "every byte the plugin's handle test flips is checked");
 
-uint32_t fnv1a(const void* data, size_t size) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
-
 uint32_t handleChecksum(UcxHandle h) {
   h.checksum = 0;
-  return fnv1a(&h, sizeof(h));
+  return fnv1a32(&h, sizeof(h));
 }
 
 class UcxListenComm : public ListenComm {
