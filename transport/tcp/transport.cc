@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
+#include "transport/handle.h"
 #include "transport/tcp/connection.h"
 #include "transport/tcp/socket.h"
 
@@ -53,11 +53,6 @@ struct TcpHandle {
   SocketAddress::Packed address;
 };
 static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
-
-uint32_t handleChecksum(TcpHandle h) {
-  h.checksum = 0;
-  return fnv1a32(&h, sizeof(h));
-}
 
 class TcpListenComm : public ListenComm {
  public:
@@ -150,19 +145,8 @@ class TcpTransport : public Transport {
     if (sendComm == nullptr) return invalidArgument("tcp connect: null sendComm");
     TcpHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kHandleMagic || h.kind != kHandleKind) {
-      return invalidArgument(
-          "tcp connect: the handle was not made by a tcp listen() (wrong magic;"
-          " another transport's handle, or garbage?)");
-    }
-    if (h.version != kTcpProtocolVersion) {
-      return invalidArgument("tcp connect: handle of protocol version " +
-                             std::to_string(h.version) + ", this build speaks " +
-                             std::to_string(kTcpProtocolVersion) + " (mixed braid versions?)");
-    }
-    if (h.checksum != handleChecksum(h)) {
-      return invalidArgument("tcp connect: the handle is corrupted (checksum mismatch)");
-    }
+    BRAID_RETURN_IF_ERROR(
+        checkHandleHeader(h, kHandleMagic, kHandleKind, kTcpProtocolVersion, "tcp"));
     if (h.nstreams < 1 || h.nstreams > static_cast<uint32_t>(kMaxStreams) || h.stripeMin == 0) {
       return invalidArgument("tcp connect: the handle has " + std::to_string(h.nstreams) +
                              " streams (valid 1.." + std::to_string(kMaxStreams) + ")");

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
+#include "transport/handle.h"
 #include "transport/tcp/socket.h"
 #include "transport/ucx/connection.h"
 #include "transport/ucx/worker.h"
@@ -59,11 +59,6 @@ struct UcxHandle {
 };
 static_assert(sizeof(UcxHandle) <= kHandleSize, "ucx handle must fit kHandleSize");
 static_assert(sizeof(UcxHandle) >= 48, "every byte the plugin's handle test flips is checked");
-
-uint32_t handleChecksum(UcxHandle h) {
-  h.checksum = 0;
-  return fnv1a32(&h, sizeof(h));
-}
 
 class UcxListenComm : public ListenComm {
  public:
@@ -161,19 +156,8 @@ class UcxTransport : public Transport {
     if (sendComm == nullptr) return invalidArgument("ucx connect: null sendComm");
     UcxHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kHandleMagic || h.kind != kHandleKind) {
-      return invalidArgument(
-          "ucx connect: the handle was not made by a ucx listen() (wrong magic;"
-          " another transport's handle, or garbage?)");
-    }
-    if (h.version != kUcxProtocolVersion) {
-      return invalidArgument("ucx connect: handle of protocol version " +
-                             std::to_string(h.version) + ", this build speaks " +
-                             std::to_string(kUcxProtocolVersion) + " (mixed braid versions?)");
-    }
-    if (h.checksum != handleChecksum(h)) {
-      return invalidArgument("ucx connect: the handle is corrupted (checksum mismatch)");
-    }
+    BRAID_RETURN_IF_ERROR(
+        checkHandleHeader(h, kHandleMagic, kHandleKind, kUcxProtocolVersion, "ucx"));
     if (h.jobSecret != options_.jobSecret) {
       return invalidArgument(
           "ucx connect: the handle belongs to another job (job secret differs);"
