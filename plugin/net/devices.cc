@@ -11,23 +11,23 @@
 namespace braid::plugin {
 namespace {
 
-std::string pciPathOf(const std::string& name) {
-  const std::string link = "/sys/class/net/" + name + "/device";
+/// The resolved sysfs path behind `link` when it is a PCI function; empty otherwise (virtual
+/// devices such as veth, bridges and lo have no device link; platform devices are not PCI).
+std::string pciSysfsPath(const std::string& link) {
   char resolved[PATH_MAX];
   if (::realpath(link.c_str(), resolved) == nullptr) return std::string();
   std::string path(resolved);
-  // Virtual devices (veth, bridges, lo) have no device link; platform devices are not PCI.
   return path.find("/pci") == std::string::npos ? std::string() : path;
+}
+
+std::string pciPathOf(const std::string& name) {
+  return pciSysfsPath("/sys/class/net/" + name + "/device");
 }
 
 /// The sysfs path NCCL expects for a PCI address from the topology ("0000:3b:00.0"); empty when
 /// this machine has no such function (an injected topology describing another machine).
 std::string pciPathOfAddress(const std::string& address) {
-  if (address.empty()) return std::string();
-  const std::string link = "/sys/bus/pci/devices/" + address;
-  char resolved[PATH_MAX];
-  if (::realpath(link.c_str(), resolved) == nullptr) return std::string();
-  return resolved;
+  return address.empty() ? std::string() : pciSysfsPath("/sys/bus/pci/devices/" + address);
 }
 
 uint64_t guidOf(const std::string& name, const std::string& mac) {
