@@ -5,15 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace braid::detail {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 // "4096", "64K", "1M", "2G" (powers of 1024).
 bool parseCount(const std::string& text, uint64_t* out) {
@@ -100,7 +95,7 @@ Result<std::vector<TuningRule>> parseTuningRules(const std::string& text,
     ++lineNo;
     const size_t hash = line.find('#');
     if (hash != std::string::npos) line.erase(hash);
-    line = trim(line);
+    line = trimBlanks(line);
     if (line.empty()) continue;
     const std::string where = name + ":" + std::to_string(lineNo);
     auto bad = [&](const std::string& why) {
@@ -191,14 +186,14 @@ Result<AlgoOverrides> parseAlgoOverrideSpec(const std::string& spec) {
   while (start < spec.size()) {
     size_t end = spec.find(';', start);
     if (end == std::string::npos) end = spec.size();
-    const std::string entry = trim(spec.substr(start, end - start));
+    const std::string entry = trimBlanks(spec.substr(start, end - start));
     start = end + 1;
     if (entry.empty()) continue;
     std::string coll = "allreduce", algo = entry;
     const size_t colon = entry.find(':');
     if (colon != std::string::npos) {
-      coll = trim(entry.substr(0, colon));
-      algo = trim(entry.substr(colon + 1));
+      coll = trimBlanks(entry.substr(0, colon));
+      algo = trimBlanks(entry.substr(colon + 1));
     }
     auto c = parseSelCollective(coll);
     if (!c.isOk()) return c.status().withContext("BRAID_ALGO='" + spec + "'");

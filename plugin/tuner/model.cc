@@ -8,6 +8,7 @@
 #include "collectives/selector/cost_model.h"  // FabricModel: the calibration file's model line
 #include "collectives/selector/rules.h"
 #include "core/params.h"
+#include "core/text.h"
 #include "plugin/plugin_log.h"
 
 namespace braid::plugin::tuner {
@@ -24,13 +25,6 @@ int indexOf(const char* const* names, int count, const std::string& s) {
     if (s == names[i]) return i;
   }
   return -1;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return std::string();
-  size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
 }
 
 bool parseNumber(const std::string& s, int64_t* out) {
@@ -71,12 +65,12 @@ Result<std::vector<Rule>> parseRules(const std::string& text) {
     ++lineNo;
     const size_t hash = line.find('#');
     if (hash != std::string::npos) line.resize(hash);
-    line = trim(line);
+    line = trimBlanks(line);
     if (line.empty()) continue;
     std::vector<std::string> f;
     std::stringstream ss(line);
     std::string field;
-    while (std::getline(ss, field, ',')) f.push_back(trim(field));
+    while (std::getline(ss, field, ',')) f.push_back(trimBlanks(field));
     auto bad = [&](const std::string& why) {
       return invalidArgument("tuner rules line " + std::to_string(lineNo) + ": " + why +
                              " (expected collective,minBytes,maxBytes,algorithm,protocol,"
