@@ -40,6 +40,18 @@ std::vector<float>& CodecBase::residualFor(BucketState& s, size_t count) {
   return s.residual;
 }
 
+float* CodecBase::compensatedInput(BucketState& s, const float* data, size_t count, float scale,
+                                   bool errorFeedback) {
+  if (errorFeedback) {
+    std::vector<float>& r = residualFor(s, count);
+    k_.axpy(r.data(), scale, data, count);
+    return r.data();
+  }
+  scratch_.resize(count);
+  k_.scaleCopy(scratch_.data(), scale, data, count);
+  return scratch_.data();
+}
+
 uint32_t CodecBase::streamKey(BucketId bucket, uint64_t step, int rank) const {
   uint64_t h = codecMix(options_.seed);
   h = codecMix(h ^ bucket);

@@ -35,6 +35,10 @@ class CodecBase : public Codec {
   BucketState& state(BucketId bucket) { return states_[bucket]; }
   /// The bucket's residual sized for count (zero-filled when new or resized).
   std::vector<float>& residualFor(BucketState& s, size_t count);
+  /// The values to compress, data·scale: with error feedback added into the bucket's residual
+  /// (which the encoder then lowers by what it sends), else written to scratch_.
+  float* compensatedInput(BucketState& s, const float* data, size_t count, float scale,
+                          bool errorFeedback);
   /// Rank-dependent key for random streams: (seed, bucket, step, rank) mixed.
   uint32_t streamKey(BucketId bucket, uint64_t step, int rank) const;
   void countCall(size_t count, size_t wireBytes, int collectives) {

@@ -53,17 +53,7 @@ class Int8Codec final : public CodecBase {
     BucketState& st = state(bucket);
     const uint32_t key = streamKey(bucket, stepFor(st.calls), rank_);
     st.calls++;
-    // v = x·scale (+ residual): in the residual itself with error feedback, else in scratch.
-    float* v;
-    if (ef_) {
-      std::vector<float>& r = residualFor(st, count);
-      k_.axpy(r.data(), scale, data, count);
-      v = r.data();
-    } else {
-      scratch_.resize(count);
-      k_.scaleCopy(scratch_.data(), scale, data, count);
-      v = scratch_.data();
-    }
+    float* v = compensatedInput(st, data, count, scale, ef_);
     const size_t nc = chunks(count);
     unsigned char* out = static_cast<unsigned char*>(wire);
     int8_t* q = reinterpret_cast<int8_t*>(out + nc * sizeof(float));

@@ -138,16 +138,7 @@ class PowerSgdCodec final : public CodecBase {
       }
       return count * sizeof(float);
     }
-    float* m;
-    if (ef_) {
-      std::vector<float>& r = residualFor(st, count);
-      k_.axpy(r.data(), scale, data, count);
-      m = r.data();
-    } else {
-      scratch_.resize(count);
-      k_.scaleCopy(scratch_.data(), scale, data, count);
-      m = scratch_.data();
-    }
+    float* m = compensatedInput(st, data, count, scale, ef_);
     float* unc = out;
     float* pw = out + pl.uncompressed;
     float* qw = pw + pl.pSize;

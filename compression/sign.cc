@@ -46,16 +46,7 @@ class SignCodec final : public CodecBase {
     if (capacity < bytes) return invalidArgument("codec sign: wire buffer too small");
     BucketState& st = state(bucket);
     st.calls++;
-    float* v;
-    if (ef_) {
-      std::vector<float>& r = residualFor(st, count);
-      k_.axpy(r.data(), scale, data, count);
-      v = r.data();
-    } else {
-      scratch_.resize(count);
-      k_.scaleCopy(scratch_.data(), scale, data, count);
-      v = scratch_.data();
-    }
+    float* v = compensatedInput(st, data, count, scale, ef_);
     const size_t nc = chunks(count);
     unsigned char* out = static_cast<unsigned char*>(wire);
     uint8_t* bits = out + nc * sizeof(float);

@@ -54,16 +54,7 @@ class TopKCodec final : public CodecBase {
     if (count > UINT32_MAX) return invalidArgument("codec topk: buckets hold at most 2^32 - 1 elements");
     BucketState& st = state(bucket);
     st.calls++;
-    float* v;
-    if (ef_) {
-      std::vector<float>& r = residualFor(st, count);
-      k_.axpy(r.data(), scale, data, count);
-      v = r.data();
-    } else {
-      scratch_.resize(count);
-      k_.scaleCopy(scratch_.data(), scale, data, count);
-      v = scratch_.data();
-    }
+    float* v = compensatedInput(st, data, count, scale, ef_);
     const size_t k = kFor(count);
     uint32_t* idx = static_cast<uint32_t*>(wire);
     float* val = reinterpret_cast<float*>(idx + k);
