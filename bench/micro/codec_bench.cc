@@ -15,30 +15,25 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/micro/micro_common.h"
 #include "compression/codec.h"
 #include "compression/kernels.h"
 
 namespace braid {
 namespace {
 
+using bench::AlignedBuffer;
+using bench::benchMemcpy;
+using bench::sizeName;
+
 constexpr size_t kSizes[] = {size_t{256} << 10, size_t{8} << 20, size_t{64} << 20};
 const char* const kSpecs[] = {"fp16",      "bf16",         "fp16:dynamic=0", "int8",
                               "sign",      "topk:ratio=0.01", "powersgd:rank=4,start=0",
                               "none"};
-
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t bytes)
-      : data(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64))) {}
-  ~AlignedBuffer() { std::free(data); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  unsigned char* data;
-};
 
 void fillNormal(float* x, size_t n) {
   std::mt19937 rng(1);
@@ -113,33 +108,6 @@ void benchKernel(benchmark::State& state, int which, size_t bytes) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 
-void benchMemcpy(benchmark::State& state, size_t bytes) {
-  AlignedBuffer a(bytes), d(bytes);
-  std::memset(a.data, 1, bytes);
-  std::memset(d.data, 0, bytes);
-  for (auto _ : state) {
-    std::memcpy(d.data, a.data, bytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-}
-
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string sizeName(size_t bytes) {
-  return bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "MiB"
-                             : std::to_string(bytes >> 10) + "KiB";
-}
-
 void registerAll() {
   // max_abs is fp16's dynamic-scale pass (allReduce runs it before to_half).
   const char* const kKernels[] = {"to_half", "from_half", "to_bf16", "from_bf16", "max_abs"};
@@ -165,11 +133,8 @@ void registerAll() {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_model", braid::cpuModel());
+  braid::bench::addBuildContext();
   benchmark::AddCustomContext("codec_isa", braid::detail::codecKernels().isa);
-  benchmark::AddCustomContext("build_type", BRAID_BUILD_TYPE);
-  benchmark::AddCustomContext("compiler", BRAID_COMPILER);
-  benchmark::AddCustomContext("sanitize", BRAID_SANITIZE_FLAGS[0] ? BRAID_SANITIZE_FLAGS : "none");
   benchmark::AddCustomContext("bytes_per_second", "the bucket's f32 bytes per second, one core");
   benchmark::AddCustomContext("codec_calls", "encode/decode through the Codec, scale 1, one payload");
   braid::registerAll();

@@ -15,10 +15,10 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "bench/micro/micro_common.h"
 #include "core/reduce.h"
 
 namespace braid {
@@ -31,17 +31,12 @@ ReduceFn getReduceFnForIsa(ReduceIsa isa, DataType type, ReduceOp op);
 
 namespace {
 
+using bench::AlignedBuffer;
+using bench::benchMemcpy;
+using bench::sizeName;
+
 constexpr size_t kSizes[] = {size_t{4} << 10, size_t{256} << 10, size_t{8} << 20};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin};
-
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t bytes)
-      : data(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64))) {}
-  ~AlignedBuffer() { std::free(data); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  unsigned char* data;
-};
 
 // Ordinary finite values near 1, so no kernel meets subnormals (slow on some CPUs) and products
 // stay finite for a while; integers get a varied byte pattern.
@@ -85,33 +80,6 @@ void benchReduce(benchmark::State& state, ReduceFn fn, DataType type, size_t byt
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
 }
 
-void benchMemcpy(benchmark::State& state, size_t bytes) {
-  AlignedBuffer a(bytes), d(bytes);
-  std::memset(a.data, 1, bytes);
-  std::memset(d.data, 0, bytes);
-  for (auto _ : state) {
-    std::memcpy(d.data, a.data, bytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-}
-
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string sizeName(size_t bytes) {
-  return bytes >= (1u << 20) ? std::to_string(bytes >> 20) + "MiB"
-                             : std::to_string(bytes >> 10) + "KiB";
-}
-
 void registerAll() {
   const bool avx2 = detail::reduceIsaSupported(detail::ReduceIsa::kAvx2);
   for (size_t bytes : kSizes) {
@@ -140,13 +108,10 @@ int main(int argc, char** argv) {
   using braid::detail::ReduceIsa;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_model", braid::cpuModel());
+  braid::bench::addBuildContext();
   benchmark::AddCustomContext("reduce_isa", braid::detail::reduceIsaSupported(ReduceIsa::kAvx2)
                                                 ? "avx2+f16c+fma"
                                                 : "portable");
-  benchmark::AddCustomContext("build_type", BRAID_BUILD_TYPE);
-  benchmark::AddCustomContext("compiler", BRAID_COMPILER);
-  benchmark::AddCustomContext("sanitize", BRAID_SANITIZE_FLAGS[0] ? BRAID_SANITIZE_FLAGS : "none");
   benchmark::AddCustomContext("layout", "dst = op(a, b), 3 distinct 64B-aligned buffers");
   benchmark::AddCustomContext("bytes_per_second", "message bytes (one buffer) per second");
   braid::registerAll();
