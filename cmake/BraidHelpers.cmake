@@ -26,3 +26,17 @@ function(braid_add_test name)
   add_test(NAME ${name} COMMAND ${name} ${A_ARGS})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}")
 endfunction()
+
+# braid_isolate_calibration_cache(): called at the end of every test directory. Tests probe the
+# fabric on a busy machine (ctest -j runs them side by side), so their calibration cache lives in
+# the build tree, never in the user's ~/.cache/braid: a probe taken under the suite's load must
+# not mislead later benchmark or training jobs. A test's own BRAID_CALIBRATION_CACHE wins (it
+# comes later in the list).
+function(braid_isolate_calibration_cache)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(t IN LISTS tests)
+    get_property(env TEST "${t}" PROPERTY ENVIRONMENT)
+    set_property(TEST "${t}" PROPERTY ENVIRONMENT
+                 "BRAID_CALIBRATION_CACHE=${CMAKE_BINARY_DIR}/test-calibration-cache" ${env})
+  endforeach()
+endfunction()

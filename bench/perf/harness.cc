@@ -178,6 +178,7 @@ struct Options {
   size_t stepBytes = 0;
   int iters = 20;
   int warmup = 5;
+  int rounds = 1;
   int check = 1;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
@@ -202,6 +203,9 @@ void printUsage(const char* prog, FILE* out) {
       "  -i, --stepbytes SIZE    add SIZE each step instead of multiplying\n"
       "  -n, --iters N           timed iterations per size (default 20)\n"
       "  -w, --warmup_iters N    untimed iterations before each timing (default 5)\n"
+      "      --rounds R          time every algorithm of a size R times, taking turns, and\n"
+      "                          report each one's median round (default 1; for -a lists on a\n"
+      "                          machine whose speed drifts)\n"
       "  -c, --check N           verified calls per size and placement (default 1; 0 = none)\n"
       "  -o, --op OP             sum|prod|min|max|avg (default sum)\n"
       "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64 half float double\n"
@@ -244,6 +248,7 @@ int parseOptions(int argc, char** argv, Options* o) {
       {"stepbytes", required_argument, nullptr, 'i'},
       {"iters", required_argument, nullptr, 'n'},
       {"warmup_iters", required_argument, nullptr, 'w'},
+      {"rounds", required_argument, nullptr, 'U'},
       {"check", required_argument, nullptr, 'c'},
       {"op", required_argument, nullptr, 'o'},
       {"datatype", required_argument, nullptr, 'd'},
@@ -287,13 +292,15 @@ int parseOptions(int argc, char** argv, Options* o) {
       case 'w':
       case 'c':
       case 'T':
+      case 'U':
       case 'R': {
         const char* flag = c == 'n'   ? "-n"
                            : c == 'w' ? "-w"
                            : c == 'c' ? "-c"
                            : c == 'T' ? "-T"
+                           : c == 'U' ? "--rounds"
                                       : "--ranks";
-        Result<int> v = parseInt(flag, arg, c == 'n' || c == 'R' ? 1 : 0);
+        Result<int> v = parseInt(flag, arg, c == 'n' || c == 'R' || c == 'U' ? 1 : 0);
         if (!v) {
           s = v.status();
           break;
@@ -302,6 +309,7 @@ int parseOptions(int argc, char** argv, Options* o) {
          : c == 'w' ? o->warmup
          : c == 'c' ? o->check
          : c == 'T' ? o->timeoutS
+         : c == 'U' ? o->rounds
                     : o->ranks) = *v;
         break;
       }
@@ -713,8 +721,8 @@ void RankRunner::printHeader(const MachineInfo& mi) {
   } else {
     std::snprintf(step, sizeof(step), "-f %g", o_.stepFactor);
   }
-  std::printf("# parameters : -b %zu -e %zu %s -n %d -w %d -c %d -o %s -d %s -a %s -J %s\n",
-              o_.minBytes, o_.maxBytes, step, o_.iters, o_.warmup, o_.check, reduceOpName(o_.op),
+  std::printf("# parameters : -b %zu -e %zu %s -n %d -w %d --rounds %d -c %d -o %s -d %s -a %s -J %s\n",
+              o_.minBytes, o_.maxBytes, step, o_.iters, o_.warmup, o_.rounds, o_.check, reduceOpName(o_.op),
               dataTypeName(o_.type), o_.algo.c_str(),
               o_.jsonPath.empty() ? "(none)" : o_.jsonPath.c_str());
   std::printf("# braid env  :");
@@ -802,33 +810,60 @@ int RankRunner::run() {
   const AlgorithmHooks& h = bench_.algorithms;
   for (size_t count : counts) {
     const size_t bytes = count * es;
-    for (const std::string& algo : algos_) {
-      std::string label = algo;
-      std::string chosen = algo;
-      if (h.select) {
-        Status sel = h.select(*comm_, algo == "auto" ? "" : algo);
-        if (!sel.isOk()) {
-          fail("selecting algorithm " + algo, sel);
-          return 1;
+    // With --rounds R, the algorithms take turns R times and each row reports its median
+    // round, so that a machine whose speed drifts (shared or throttled cores) slows every
+    // algorithm alike instead of the one that happened to run during the slow spell.
+    struct Row {
+      std::string label, chosen;
+      double predicted = -1;
+      std::vector<Measurement> rounds[2];
+    };
+    std::vector<Row> rows(algos_.size());
+    for (int round = 0; round < o_.rounds; ++round) {
+      for (size_t i = 0; i < algos_.size(); ++i) {
+        const std::string& algo = algos_[i];
+        Row& row = rows[i];
+        row.label = row.chosen = algo;
+        if (h.select) {
+          Status sel = h.select(*comm_, algo == "auto" ? "" : algo);
+          if (!sel.isOk()) {
+            fail("selecting algorithm " + algo, sel);
+            return 1;
+          }
+          if (algo == "auto") {
+            row.chosen = h.chosen(*comm_, bytes);
+            row.label = "auto:" + row.chosen;
+          }
         }
-        if (algo == "auto") {
-          chosen = h.chosen(*comm_, bytes);
-          label = "auto:" + chosen;
+        row.predicted = predicts ? h.predictedUs(*comm_, row.chosen, bytes) : -1;
+        for (int p = 0; p < 2; ++p) {
+          Measurement one;
+          Status st = measure(count, p == 1, &one);
+          if (!st.isOk()) {
+            fail(std::string(bench_.name) + " of " + std::to_string(bytes) + " B " +
+                     dataTypeName(o_.type) + " " + reduceOpName(o_.op) + ", algorithm " +
+                     row.label + (p == 1 ? ", in-place" : ", out-of-place"),
+                 st);
+            if (json) std::fclose(json);
+            return 1;
+          }
+          wrongTotal += one.wrong;
+          row.rounds[p].push_back(one);
         }
       }
-      const double predicted = predicts ? h.predictedUs(*comm_, chosen, bytes) : -1;
+    }
+    for (Row& row : rows) {
+      const std::string& algo = algos_[static_cast<size_t>(&row - rows.data())];
+      const std::string& label = row.label;
+      const std::string& chosen = row.chosen;
+      const double predicted = row.predicted;
       Measurement m[2];
       for (int p = 0; p < 2; ++p) {
-        Status st = measure(count, p == 1, &m[p]);
-        if (!st.isOk()) {
-          fail(std::string(bench_.name) + " of " + std::to_string(bytes) + " B " +
-                   dataTypeName(o_.type) + " " + reduceOpName(o_.op) + ", algorithm " + label +
-                   (p == 1 ? ", in-place" : ", out-of-place"),
-               st);
-          if (json) std::fclose(json);
-          return 1;
-        }
-        wrongTotal += m[p].wrong;
+        std::vector<Measurement>& v = row.rounds[p];
+        std::sort(v.begin(), v.end(),
+                  [](const Measurement& a, const Measurement& b) { return a.timeUs < b.timeUs; });
+        m[p].timeUs = v[v.size() / 2].timeUs;
+        for (const Measurement& x : v) m[p].wrong += x.wrong;
       }
       if (!leader()) continue;
       std::printf("%12zu  %12zu  %8s  %6s  %*s", bytes, count, dataTypeName(o_.type),
@@ -860,14 +895,15 @@ int RankRunner::run() {
               "{\"collective\":\"%s\",\"algo\":\"%s\",\"algo_chosen\":\"%s\",\"ranks\":%d,"
               "\"hosts\":%d,\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
               "\"inplace\":%s,\"time_us\":%.3f,\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,"
-              "\"wrong\":%.0f,\"checked\":%s,\"iters\":%d,\"warmup\":%d,\"transport\":\"%s\","
+              "\"wrong\":%.0f,\"checked\":%s,\"iters\":%d,\"warmup\":%d,\"rounds\":%d,"
+              "\"transport\":\"%s\","
               "\"tool\":\"braid-perf\",\"host\":\"%s\",\"cpu\":\"%s\",\"cpus\":%ld,"
               "\"compiler\":\"%s\",\"build_type\":\"%s\",\"braid_version\":\"%s\",\"git\":\"%s\","
               "\"launch\":\"%s\",\"predicted_us\":%.3f}\n",
               bench_.name, label.c_str(), chosen.c_str(), ctx_.ranks, comm_->numHosts(), bytes,
               count, dataTypeName(o_.type), reduceOpName(o_.op), p == 1 ? "true" : "false",
               m[p].timeUs, algbw, busbw, m[p].wrong, o_.check > 0 ? "true" : "false", o_.iters,
-              o_.warmup, jsonEscape(transport).c_str(), jsonEscape(mi.hostname).c_str(),
+              o_.warmup, o_.rounds, jsonEscape(transport).c_str(), jsonEscape(mi.hostname).c_str(),
               jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline, jsonEscape(compilerText()).c_str(),
               BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION, BRAID_PERF_GIT,
               jsonEscape(launchDescription()).c_str(), predicted);

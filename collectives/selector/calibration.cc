@@ -25,6 +25,7 @@ namespace braid::detail {
 namespace {
 
 constexpr size_t kSmallProbeBytes = 8;
+constexpr size_t kMidProbeBytes = size_t{16} << 10;  // LinkCost::kMidBytes
 constexpr int kSmallRounds = 24;
 
 double nowUs() {
@@ -101,28 +102,34 @@ Status exchange(P2p& net, bool initiator, int peer, uint8_t* buf, size_t bytes, 
   return Status::ok();
 }
 
-// α and β of one link between two ranks; only the initiator's numbers are meaningful.
-Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, int reps,
-                 size_t outOfCache, LinkCost* out) {
-  std::vector<uint8_t> buf(large, 0x5a);
-  double us = 0;
-  // α: the median of small exchanges (after one warm-up): a step as the algorithms see it,
-  // including the scheduling delays of a shared or oversubscribed machine.
-  // Each round is one step as the algorithms run it: both sides post a receive and a send and
-  // wait for both (a symmetric exchange takes one one-way latency).
-  std::vector<uint8_t> in(kSmallProbeBytes);
+// The median step time of small exchanges: a step as the algorithms see it, including the
+// scheduling delays of a shared or oversubscribed machine. Each round is one step as the
+// algorithms run it: both sides post a receive and a send and wait for both (a symmetric
+// exchange takes one one-way latency). The first half of the rounds only warms up: the first
+// exchanges after connecting, or after a peer has gone to sleep, run on cold caches and paths.
+Status smallStepUs(P2p& net, int peer, const uint8_t* out, double* us) {
+  uint8_t in[kSmallProbeBytes];
   std::vector<double> steps;
-  for (int i = 0; i <= kSmallRounds; ++i) {
+  for (int i = 0; i < 2 * kSmallRounds; ++i) {
     net.begin(0, probeFp(kSmallProbeBytes));
     const double t0 = nowUs();
-    BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), kSmallProbeBytes, peer, in.data(),
-                                       kSmallProbeBytes));
-    if (i > 0) steps.push_back(nowUs() - t0);
+    BRAID_RETURN_IF_ERROR(net.sendRecv(peer, out, kSmallProbeBytes, peer, in, kSmallProbeBytes));
+    if (i >= kSmallRounds) steps.push_back(nowUs() - t0);
   }
-  // The later half only: the first exchanges after connecting run on cold caches and paths.
-  steps.erase(steps.begin(), steps.begin() + static_cast<long>(steps.size() / 2));
   std::sort(steps.begin(), steps.end());
-  const double small = steps[steps.size() / 2];
+  *us = steps[steps.size() / 2];
+  return Status::ok();
+}
+
+// α and β of one link between two ranks; only the initiator's numbers are meaningful. `steady`
+// is false when α measured before and after the bandwidth rounds disagrees by more than 2x (and
+// by more than 2 µs): something else was using the machine, and the result is not cached.
+Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, int reps,
+                 size_t outOfCache, LinkCost* out, bool* steady) {
+  std::vector<uint8_t> buf(large, 0x5a);
+  double us = 0;
+  double alphaBefore = 0, alphaAfter = 0;
+  BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaBefore));
   // β: one-way transfers answered by 8 B (a tree edge), and exchanges where both sides send
   // and receive at once (a ring step); each the best of `reps` after a warm-up, less α.
   double tOne = 1e30, tSym = 1e30;
@@ -136,10 +143,32 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
     BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), large, peer, back.data(), large));
     tSym = std::min(tSym, nowUs() - t0);
   }
-  out->alphaUs = std::max(0.05, small);
+  // Mid-sized messages, where the per-message work of the transport (its cells and flags)
+  // weighs more than at the large size: the median of a few of each kind.
+  std::vector<double> one, sym;
+  for (int i = 0; i < 24; ++i) {
+    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), kMidProbeBytes, false, &us));
+    if (i >= 8) one.push_back(us);
+    net.begin(0, probeFp(kMidProbeBytes));
+    const double t0 = nowUs();
+    BRAID_RETURN_IF_ERROR(
+        net.sendRecv(peer, buf.data(), kMidProbeBytes, peer, back.data(), kMidProbeBytes));
+    if (i >= 8) sym.push_back(nowUs() - t0);
+  }
+  std::sort(one.begin(), one.end());
+  std::sort(sym.begin(), sym.end());
+  BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaAfter));
+  const double faster = std::min(alphaBefore, alphaAfter);
+  const double slower = std::max(alphaBefore, alphaAfter);
+  *steady = slower <= 2 * faster || slower - faster <= 2.0;
+  out->alphaUs = std::max(0.05, faster);
   const double dl = static_cast<double>(large);
   out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
+  const double dm = static_cast<double>(kMidProbeBytes);
+  const double tOneMid = one[one.size() / 2], tSymMid = sym[sym.size() / 2];
+  out->betaMidUsPerByte = std::max(tOneMid - 2 * out->alphaUs, 0.5 * tOneMid) / dm;
+  out->betaSymMidUsPerByte = std::max(tSymMid - out->alphaUs, 0.5 * tSymMid) / dm;
   if (outOfCache > 0) {
     // Exchanges from buffers that together exceed the last-level cache, cut into pipelining
     // chunks that are all posted at once, as the ring posts a large step (they fill the
@@ -191,22 +220,43 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
     *us = nowUs() - t0;
     return Status::ok();
   };
-  // A lower quantile of many rounds: ranks that enter the probe at different times first
-  // fall behind each other into futex sleeps (a wake-up costs ~20 us here) and need a few
-  // dozen rounds to run in step, as a stream of collectives does; a median of a dozen rounds
-  // measured the sleeps (24 us instead of ~0.2 us).
+  // Many rounds: ranks that enter the probe at different times first fall behind each other
+  // into futex sleeps (a wake-up costs ~20 us here) and need a few dozen rounds to run in step,
+  // as a stream of collectives does; a median of a dozen rounds measured the sleeps (24 us
+  // instead of ~0.2 us), the median of 200 measures the rounds in step.
   std::vector<double> t(static_cast<size_t>(rounds));
   double us = 0;
   BRAID_RETURN_IF_ERROR(round(0, &us));
   for (double& x : t) BRAID_RETURN_IF_ERROR(round(0, &x));
   std::sort(t.begin(), t.end());
-  *syncUs = t[t.size() / 4] / 2;  // two hand-offs per round
+  // A collective's one hand-off costs about a whole probe round (measured here, 2 ranks: a round
+  // 0.15 us, an 8-byte shm all-reduce 0.2 us): the round's second hand-off finds the ranks in
+  // step, while a collective's also carries the call's own fixed work.
+  *syncUs = t[t.size() / 2];
   std::vector<double> c(3);
   BRAID_RETURN_IF_ERROR(round(bytes, &us));
   for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
   std::sort(c.begin(), c.end());
-  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 2] - 2 * *syncUs) / (2.0 * bytes) : 0;
+  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 2] - *syncUs) / (2.0 * bytes) : 0;
   return Status::ok();
+}
+
+// The largest cache of cpu0 (its last level), from sysfs; 0 when unknown.
+double lastLevelCacheBytes() {
+  double best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    if (!f) break;
+    std::string text;
+    f >> text;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str()) continue;
+    if (*end == 'K') v *= 1024;
+    if (*end == 'M') v *= 1024 * 1024;
+    best = std::max(best, v);
+  }
+  return best;
 }
 
 }  // namespace
@@ -335,6 +385,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     std::string plan = "probe";
     FabricModel m;  // defaults
     m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (lastLevelCacheBytes() > 0) m.llcBytes = lastLevelCacheBytes();
     if (size <= 1 || mode == "off") {
       plan = "model " + m.serialize();
     } else if (mode == "auto") {
@@ -372,23 +423,30 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     if (ctx.rank != pair.first && ctx.rank != pair.second) return Status::ok();
     const bool initiator = ctx.rank == pair.first;
     LinkCost l;
+    bool steady = true;
     BRAID_RETURN_IF_ERROR(probeLink(*ctx.p2p, initiator, initiator ? pair.second : pair.first,
-                                    mid, large, reps, outOfCache, &l)
+                                    mid, large, reps, outOfCache, &l, &steady)
                               .withContext(std::string("calibration probe of the ") + key +
                                            " link between ranks " + std::to_string(pair.first) +
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
-      char buf[96];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g", l.alphaUs, l.betaUsPerByte,
-                    l.betaSymUsPerByte, l.betaSymLargeUsPerByte);
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %d", l.alphaUs,
+                    l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
+                    l.betaMidUsPerByte, l.betaSymMidUsPerByte, steady ? 1 : 0);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
     }
     return Status::ok();
   };
+  // The out-of-cache exchanges use buffers twice the last-level cache in all.
+  const double llc = lastLevelCacheBytes();
+  const size_t outOfCache = static_cast<size_t>(
+      std::clamp(llc > 0 ? llc / 2 : FabricModel::kDefaultLlcBytes / 2, 4.0 * (1 << 20),
+                 64.0 * (1 << 20)));
   if (intra.first >= 0) {
-    BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 2, 6u << 20, "intra"));
+    BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 8, outOfCache, "intra"));
   }
-  if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 2, 0, "inter"));
+  if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 4, 0, "inter"));
   double syncUs = -1, segCopy = -1;
   if (ctx.segment != nullptr) {
     BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy)
@@ -399,13 +457,22 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     FabricModel m;
     m.source = "probe";
     m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (llc > 0) m.llcBytes = llc;
     m.gammaUsPerByte = measureReduceUsPerByte();
     m.copyUsPerByte = measureCopyUsPerByte();
+    bool steady = true;
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf", &l->alphaUs, &l->betaUsPerByte,
-                      &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte) != 4) {
+      int linkSteady = 0;
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %d", &l->alphaUs,
+                      &l->betaUsPerByte, &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte,
+                      &l->betaMidUsPerByte, &l->betaSymMidUsPerByte, &linkSteady) != 7) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
+      }
+      if (!linkSteady) {
+        steady = false;
+        BRAID_INFO("calibration: the %s link's latency changed by more than 2x during the probe "
+                   "(a busy machine?)", key);
       }
       return Status::ok();
     };
@@ -416,7 +483,11 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     // A segment hand-off as rank 0's host measured it; without a segment, half an intra round trip.
     m.syncUs = syncUs > 0 ? syncUs : m.intra.alphaUs;
     if (segCopy > 0) m.copyUsPerByte = segCopy;  // what the segment algorithms really copy at
-    if (!cachePath.empty()) {
+    // An unsteady probe is used by this job only: cached, it would mislead every later job.
+    if (!cachePath.empty() && !steady) {
+      BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "
+                 "(%s)", cachePath.c_str());
+    } else if (!cachePath.empty()) {
       Status w = writeCachedModel(cachePath, fingerprint, m);
       if (!w.isOk()) BRAID_WARN("calibration cache not written: %s", w.toString().c_str());
     }

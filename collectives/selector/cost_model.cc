@@ -24,24 +24,32 @@ int ceilLog2(int p) {
 // ---------------------------------------------------------------------------------------------
 // FabricModel
 
-double LinkCost::beta(bool symmetric, double totalBytes) const {
-  const double b = symmetric ? sym() : betaUsPerByte;
-  if (totalBytes < kLargeBytes) return b;
+double LinkCost::beta(bool symmetric, double messageBytes, double outOfCache) const {
+  const double big = symmetric ? sym() : betaUsPerByte;
+  const double midRaw = symmetric ? betaSymMidUsPerByte : betaMidUsPerByte;
+  const double mid = midRaw > 0 ? midRaw : big;
+  const double w = std::clamp(std::log2(std::max(messageBytes, 1.0) / kMidBytes) /
+                                  std::log2(kLargeMessageBytes / kMidBytes),
+                              0.0, 1.0);
+  const double b = (1 - w) * mid + w * big;
   // Out of cache, memory (and the transport's flow control) bound both directions alike.
-  return std::max(b, symLarge());
+  return (1 - outOfCache) * b + outOfCache * std::max(b, symLarge());
 }
 
 std::string FabricModel::serialize() const {
-  char buf[768];
+  char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g intra_beta_sym_us_per_byte=%.6g "
                 "intra_beta_sym_large_us_per_byte=%.6g inter_alpha_us=%.6g "
                 "inter_beta_us_per_byte=%.6g inter_beta_sym_us_per_byte=%.6g "
                 "inter_beta_sym_large_us_per_byte=%.6g gamma_us_per_byte=%.6g "
-                "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d",
+                "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d llc_bytes=%.0f "
+                "intra_beta_mid_us_per_byte=%.6g intra_beta_sym_mid_us_per_byte=%.6g "
+                "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
-                syncUs, coresPerHost);
+                syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
+                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte);
   return buf;
 }
 
@@ -71,6 +79,11 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "copy_us_per_byte") m.copyUsPerByte = v;
     else if (key == "sync_us") m.syncUs = v;
     else if (key == "cores_per_host") m.coresPerHost = static_cast<int>(v);
+    else if (key == "intra_beta_mid_us_per_byte") m.intra.betaMidUsPerByte = v;
+    else if (key == "intra_beta_sym_mid_us_per_byte") m.intra.betaSymMidUsPerByte = v;
+    else if (key == "inter_beta_mid_us_per_byte") m.inter.betaMidUsPerByte = v;
+    else if (key == "inter_beta_sym_mid_us_per_byte") m.inter.betaSymMidUsPerByte = v;
+    else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
   }
@@ -80,16 +93,21 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
 
 std::string FabricModel::describe() const {
   auto gbps = [](double beta) { return beta > 0 ? 1e-3 / beta : 0.0; };
-  char buf[512];
+  auto link = [&](const LinkCost& l) {
+    char b[256];
+    std::snprintf(b, sizeof(b),
+                  "α %.2f us β %.3f GB/s (16 KiB %.3f; exchange %.3f, 16 KiB %.3f; out of cache "
+                  "%.3f)",
+                  l.alphaUs, gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte), gbps(l.sym()),
+                  gbps(l.betaSymMidUsPerByte), gbps(l.symLarge()));
+    return std::string(b);
+  };
+  char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "intra α %.2f us β %.2f GB/s (exchange %.2f, out of cache %.2f); inter α %.2f "
-                "us β %.3f GB/s (exchange %.3f, out of cache %.3f); γ %.2f GB/s; copy %.2f GB/s; "
-                "sync %.2f us; %d cores/host; from %s",
-                intra.alphaUs, gbps(intra.betaUsPerByte), gbps(intra.sym()),
-                gbps(intra.symLarge()), inter.alphaUs, gbps(inter.betaUsPerByte), gbps(inter.sym()),
-                gbps(inter.symLarge()), gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs,
-                coresPerHost, source.c_str());
-  return buf;
+                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; LLC %.0f MiB; from %s",
+                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, coresPerHost,
+                llcBytes / (1 << 20), source.c_str());
+  return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,11 +238,12 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
     allToAll_.push_back(makePhase(m, 1 / dp, p - 1, 0));
   }
 
-  // Binomial tree rooted at 0 (broadcast.cc): depth ⌈log2 p⌉; the root has the most children.
-  treeDepth_ = ceilLog2(p);
+  // Binomial tree rooted at 0 (broadcast.cc): depth ⌈log2 p⌉; at level k, every v whose lowest
+  // set bit is k talks to v − 2^k.
+  treeLevelInter_.assign(static_cast<size_t>(ceilLog2(p)), false);
   for (int v = 1; v < p; ++v) {
-    const int parent = v & (v - 1);  // clear the lowest set bit
-    if (placement_.hostOf[v] != placement_.hostOf[parent]) treeInter_ = true;
+    const int k = __builtin_ctz(static_cast<unsigned>(v));
+    if (placement_.hostOf[v] != placement_.hostOf[v - (1 << k)]) treeLevelInter_[k] = true;
   }
 }
 
@@ -232,6 +251,23 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
 // the segment hand-off (timed with every local rank running) already measured.
 double CostModel::stepAlpha(double alphaUs, double cpu) const {
   return cpu > 1 ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+}
+
+// The fraction of a collective's data that misses the last-level cache: every rank of the machine
+// holds an input and an output of S bytes in the cache they share. A smooth share rather than a
+// step, because the transport's buffers and other tenants take part of the cache too (measured
+// here: a 2-rank ring slows from in-cache speed already at 2–8 MiB).
+double CostModel::outOfCache(double bytes) const {
+  const double ranks = std::max(maxLocal_, placement_.ranksPerMachine);
+  const double w = 2 * bytes * ranks;
+  return w / (w + std::max(model_.llcBytes, 1.0));
+}
+
+// How much slower memory-bound work (copies, reductions) runs on data that misses the cache,
+// taken from the intra-host link's out-of-cache probe.
+double CostModel::memoryFactor(double bytes) const {
+  const double slow = model_.intra.symLarge() / std::max(model_.intra.sym(), 1e-12);
+  return 1 + outOfCache(bytes) * std::max(0.0, slow - 1);
 }
 
 double CostModel::cpuShare(int activeOnHost) const {
@@ -283,8 +319,9 @@ CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double rep
 double CostModel::phaseUs(const Phase& ph, double bytes) const {
   const double b = ph.frac * bytes;
   double t = 0;
-  const double bIntra = model_.intra.beta(ph.symmetric, bytes);
-  const double bInter = model_.inter.beta(ph.symmetric, bytes);
+  const double miss = outOfCache(bytes);
+  const double bIntra = model_.intra.beta(ph.symmetric, b, miss);
+  const double bInter = model_.inter.beta(ph.symmetric, b, miss);
   if (ph.intra) {
     t = std::max(t, stepAlpha(model_.intra.alphaUs, ph.intraShare) + ph.intraShare * b * bIntra);
   }
@@ -292,7 +329,7 @@ double CostModel::phaseUs(const Phase& ph, double bytes) const {
     t = std::max(t, stepAlpha(model_.inter.alphaUs, ph.intraShare) +
                         b * bInter * std::max(ph.interShare, ph.intraShare));
   }
-  t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte;
+  t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte * memoryFactor(bytes);
   return ph.repeat * t;
 }
 
@@ -302,20 +339,29 @@ double CostModel::sumUs(const std::vector<Phase>& phases, double bytes) const {
   return t;
 }
 
-// Pipelined binomial tree: c chunks; the first chunk needs depth edge crossings, every further
-// chunk one more edge.
+// Pipelined binomial tree: c chunks; the first chunk crosses every level (level k: the edges
+// between v and v − 2^k, inter-host if any of them crosses hosts), every further chunk one more
+// edge of the slowest level. Waiting ranks poll (spin, then yield), so with more ranks than
+// cores every level pays the shared cores.
 double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   const int p = placement_.size();
   if (p <= 1) return 0;
   const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / chunk));
   const double cb = bytes / c;
-  const LinkCost& l = treeInter_ ? model_.inter : model_.intra;
   const double cpu = cpuShare(maxLocal_);
-  const double edge = stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, static_cast<double>(bytes)) * cpu +
-                      (reduce ? cpu * cb * model_.gammaUsPerByte : 0);
+  const double miss = outOfCache(static_cast<double>(bytes));
+  double first = 0, slowest = 0;
+  for (bool inter : treeLevelInter_) {
+    const LinkCost& l = inter ? model_.inter : model_.intra;
+    const double edge =
+        stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, cb, miss) * cpu +
+        (reduce ? cpu * cb * model_.gammaUsPerByte * memoryFactor(static_cast<double>(bytes)) : 0);
+    first += edge;
+    slowest = std::max(slowest, edge);
+  }
   // The sends of one node to its children overlap (separate connections, all posted at once), so
   // a further chunk costs one edge, not one per child (measured: 4 ranks on shm).
-  return treeDepth_ * edge + (c - 1) * edge;
+  return first + (c - 1) * slowest;
 }
 
 // The shm algorithm (allreduce/shm_direct.cc) on one host of L ranks, per segment piece.
@@ -342,8 +388,9 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
 }
 
 // A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
-// `share` such groups at once (hierarchical.cc's rule: halving/doubling for H > 2 below 256 KiB).
-double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
+// `share` such groups at once (hierarchical.cc's rule: halving/doubling for H > 2 below 256 KiB);
+// `miss`: the out-of-cache share of the whole collective.
+double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss) const {
   if (hosts <= 1) return 0;
   const double S = static_cast<double>(bytes);
   const LinkCost& l = model_.inter;
@@ -351,7 +398,7 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
   if (hosts > 2 && bytes < kHierInterHdBytes) {
     int q = 1, lg = 0;
     while (q * 2 <= hosts) q *= 2, ++lg;
-    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) + 2.0 * (q - 1) / q * S * l.beta(true, S) * share +
+    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) + 2.0 * (q - 1) / q * S * l.beta(true, S / 2, miss) * share +
                (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
     if (q != hosts) {
       t += 2 * (stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
@@ -359,7 +406,7 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share) const {
     return t;
   }
   const double H = hosts;
-  return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S) * share) +
+  return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S / H, miss) * share) +
          (H - 1) / H * S * model_.gammaUsPerByte * cpu;
 }
 
@@ -386,7 +433,7 @@ double CostModel::hierarchicalUs(size_t bytes, bool leader) const {
                     (L - 1) * dn / k * model_.gammaUsPerByte);
       }
     }
-    t += flatInterUs(n / static_cast<size_t>(k), hosts_, k);
+    t += flatInterUs(n / static_cast<size_t>(k), hosts_, k, outOfCache(static_cast<double>(bytes)));
     done += n;
   } while (done < bytes);
   return t;

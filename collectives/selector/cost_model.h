@@ -34,14 +34,22 @@ struct LinkCost {
   double alphaUs = 0;
   double betaUsPerByte = 0;
   double betaSymUsPerByte = 0;  ///< 0 = same as betaUsPerByte
-  /// βsym when the data no longer fits in cache (collectives of kLargeBytes and more), measured
-  /// with buffers larger than the last-level cache; 0 = same as betaSymUsPerByte.
+  /// β when the data no longer fits in cache (either direction: memory bound), measured with
+  /// buffers larger than the last-level cache; 0 = same as betaSymUsPerByte.
   double betaSymLargeUsPerByte = 0;
+  /// β one way and exchanged, measured with kMidBytes messages, where the transport's
+  /// per-message work weighs more; 0 = the large-message β.
+  double betaMidUsPerByte = 0;
+  double betaSymMidUsPerByte = 0;
   double sym() const { return betaSymUsPerByte > 0 ? betaSymUsPerByte : betaUsPerByte; }
   double symLarge() const { return betaSymLargeUsPerByte > 0 ? betaSymLargeUsPerByte : sym(); }
-  /// The β of a message in a collective of `totalBytes`, exchanged both ways or one way.
-  double beta(bool symmetric, double totalBytes) const;
-  static constexpr double kLargeBytes = 4.0 * 1024 * 1024;
+  /// The β of a message of `messageBytes` exchanged both ways or one way, when a fraction
+  /// `outOfCache` (0..1) of the collective's data misses the last-level cache. Between
+  /// kMidBytes and kLargeMessageBytes, β moves from the mid-size to the large-message value
+  /// (linear in log2 of the size).
+  double beta(bool symmetric, double messageBytes, double outOfCache) const;
+  static constexpr double kMidBytes = 16.0 * 1024;
+  static constexpr double kLargeMessageBytes = 256.0 * 1024;
 };
 
 /// Everything the model knows about the machine; identical on every rank (rank 0's measurement,
@@ -53,6 +61,9 @@ struct FabricModel {
   double copyUsPerByte = 1.0 / 8000.0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
   int coresPerHost = 0;  ///< 0 = unknown (no oversubscription penalty)
+  /// Last-level cache of a host, shared by its ranks (decides when data falls out of cache).
+  double llcBytes = kDefaultLlcBytes;
+  static constexpr double kDefaultLlcBytes = 32.0 * 1024 * 1024;
   /// Where the numbers came from: "default", "probe", "cache", "file" (tests, braid-tune).
   std::string source = "default";
 
@@ -125,9 +136,11 @@ class CostModel {
   double sumUs(const std::vector<Phase>& phases, double bytes) const;
   double treeUs(bool reduce, size_t bytes, size_t chunk) const;
   double segmentAllReduceUs(size_t bytes, int localRanks) const;
-  double flatInterUs(size_t bytes, int hosts, double share) const;
+  double flatInterUs(size_t bytes, int hosts, double share, double miss) const;
   double hierarchicalUs(size_t bytes, bool leader) const;
   double cpuShare(int activeOnHost) const;
+  double outOfCache(double bytes) const;
+  double memoryFactor(double bytes) const;
   double stepAlpha(double alphaUs, double cpu) const;
 
   FabricModel model_;
@@ -135,8 +148,7 @@ class CostModel {
   int hosts_ = 1;
   int minLocal_ = 1, maxLocal_ = 1;
   std::vector<Phase> ring_, halvingDoubling_, reduceScatter_, allGather_, allToAll_;
-  int treeDepth_ = 0;
-  bool treeInter_ = false;  // some tree edge crosses hosts
+  std::vector<bool> treeLevelInter_;  // per binomial-tree level: an edge crosses hosts
 };
 
 }  // namespace braid::detail
