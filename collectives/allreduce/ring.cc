@@ -7,7 +7,9 @@
 //   all-gather, steps s = 0..p−2: send block (r+1−s) mod p, receive block (r−s) mod p in place.
 //   Each step's block is cut into chunks of BRAID_CHUNK_BYTES; all chunk receives are posted at
 //   once and each chunk is reduced as soon as it lands, overlapping reduction with transfer.
-// Cost: 2(p−1)·α + 2·(p−1)/p·S·β + (p−1)/p·S·γ. Bandwidth-optimal; latency grows with p.
+// Cost: 2(p−1)·α + 2·(p−1)/p·S·β + (p−1)/p·S·γ, plus S/B_copy out of place (the input is
+// first copied to the output; the selector's model leaves this copy out). Bandwidth-optimal;
+// latency grows with p.
 // Runs over CollArgs::group when set (r and p are then positions in the group).
 #include <cstring>
 

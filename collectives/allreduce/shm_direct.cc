@@ -6,10 +6,11 @@
 //     p slots in rank order into its own output (one synchronization, identical results);
 //   large chunks: copy in → arrive → rank i reduces shard i (n/p elements) across the p slots in
 //     place in its own slot → done → every rank copies the p reduced shards out.
-// Cost per chunk of S bytes: small: 2α_sync + S/B_copy + (p−1)·S·γ; large:
-//   2·α_sync + S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/B_copy (out), where α_sync is one
-//   cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth and γ the reduction cost per
-//   byte. Nothing is sent over a transport; there is no (p−1)/p bandwidth term.
+// Cost per chunk of S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
+//   (p−1)/p·S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/p/B_copy (publish) + (p−1)/p·S/B_copy
+//   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
+//   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
+//   bandwidth term.
 #include <cstring>
 
 #include "collectives/algorithms.h"

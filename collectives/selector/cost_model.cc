@@ -379,7 +379,9 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
       t += model_.syncUs + dn * model_.copyUsPerByte +
            cpu * (L - 1) * dn * model_.gammaUsPerByte;
     } else {
-      t += 2 * model_.syncUs + 2 * dn * model_.copyUsPerByte +
+      // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
+      // reduced shards out ((L−1)/L).
+      t += 2 * model_.syncUs + (2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
            cpu * (L - 1) * dn / L * model_.gammaUsPerByte;
     }
     done += n;
@@ -426,7 +428,9 @@ double CostModel::hierarchicalUs(size_t bytes, bool leader) const {
     const double dn = static_cast<double>(n);
     if (L > 1) {
       if (seg) {
-        t += 2 * model_.syncUs + 2 * dn * model_.copyUsPerByte +
+        // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
+        const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
+        t += 2 * model_.syncUs + copies * dn * model_.copyUsPerByte +
              cpu * (L - 1) * dn / k * model_.gammaUsPerByte;
       } else {
         t += cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * dn / k * model_.intra.betaUsPerByte +
