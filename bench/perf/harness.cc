@@ -721,10 +721,10 @@ void RankRunner::printHeader(const MachineInfo& mi) {
   } else {
     std::snprintf(step, sizeof(step), "-f %g", o_.stepFactor);
   }
-  std::printf("# parameters : -b %zu -e %zu %s -n %d -w %d --rounds %d -c %d -o %s -d %s -a %s -J %s\n",
-              o_.minBytes, o_.maxBytes, step, o_.iters, o_.warmup, o_.rounds, o_.check, reduceOpName(o_.op),
-              dataTypeName(o_.type), o_.algo.c_str(),
-              o_.jsonPath.empty() ? "(none)" : o_.jsonPath.c_str());
+  std::printf(
+      "# parameters : -b %zu -e %zu %s -n %d -w %d --rounds %d -c %d -o %s -d %s -a %s -J %s\n",
+      o_.minBytes, o_.maxBytes, step, o_.iters, o_.warmup, o_.rounds, o_.check, reduceOpName(o_.op),
+      dataTypeName(o_.type), o_.algo.c_str(), o_.jsonPath.empty() ? "(none)" : o_.jsonPath.c_str());
   std::printf("# braid env  :");
   int onLine = 0;
   for (const ParamDef& p : paramTable()) {

@@ -104,7 +104,8 @@ std::string FabricModel::describe() const {
   };
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; LLC %.0f MiB; from %s",
+                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; LLC %.0f MiB; "
+                "from %s",
                 gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, coresPerHost,
                 llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
@@ -400,7 +401,8 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss
   if (hosts > 2 && bytes < kHierInterHdBytes) {
     int q = 1, lg = 0;
     while (q * 2 <= hosts) q *= 2, ++lg;
-    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) + 2.0 * (q - 1) / q * S * l.beta(true, S / 2, miss) * share +
+    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) +
+               2.0 * (q - 1) / q * S * l.beta(true, S / 2, miss) * share +
                (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
     if (q != hosts) {
       t += 2 * (stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
