@@ -431,4 +431,22 @@ Result<Host> detectSysfs(const SysfsOptions& o) {
   return host;
 }
 
+size_t lastLevelCacheBytes(const std::string& sysRoot) {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f(sysRoot + "/devices/system/cpu/cpu0/cache/index" + std::to_string(i) +
+                    "/size");
+    if (!f) break;
+    std::string text;
+    f >> text;
+    char* end = nullptr;
+    size_t v = std::strtoull(text.c_str(), &end, 10);
+    if (end == text.c_str()) continue;
+    if (*end == 'K') v <<= 10;
+    if (*end == 'M') v <<= 20;
+    best = std::max(best, v);
+  }
+  return best;
+}
+
 }  // namespace braid::topo

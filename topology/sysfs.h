@@ -9,6 +9,7 @@
 // The roots are parameters so that tests can point the detector at a fabricated tree.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "braid/status.h"
@@ -26,5 +27,9 @@ struct SysfsOptions {
 
 /// Detects this host. Missing files leave fields unknown; only an unreadable root is an error.
 Result<Host> detectSysfs(const SysfsOptions& options = SysfsOptions());
+
+/// The size of cpu0's largest (last-level) cache, from
+/// /sys/devices/system/cpu/cpu0/cache/index<N>/size; 0 when unknown.
+size_t lastLevelCacheBytes(const std::string& sysRoot = "/sys");
 
 }  // namespace braid::topo

@@ -17,6 +17,7 @@
 
 #include "core/params.h"
 #include "tools/launch.h"
+#include "topology/sysfs.h"
 
 #ifndef BRAID_PERF_BUILD_TYPE
 #define BRAID_PERF_BUILD_TYPE "unknown"
@@ -417,15 +418,9 @@ MachineInfo machineInfo() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) m.cpusUsable = CPU_COUNT(&set);
-  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
-  if (l3 >> line) {
-    m.l3 = line;
-    const unsigned long kib = std::strtoul(line.c_str(), nullptr, 10);
-    if (!line.empty() && line.back() == 'K' && kib >= 1024 && kib % 1024 == 0) {
-      m.l3 = std::to_string(kib / 1024) + " MiB";
-    } else if (!line.empty() && line.back() == 'K') {
-      m.l3 = std::to_string(kib) + " KiB";
-    }
+  if (const size_t l3 = topo::lastLevelCacheBytes(); l3 > 0) {
+    m.l3 = l3 % (size_t{1} << 20) == 0 ? std::to_string(l3 >> 20) + " MiB"
+                                       : std::to_string(l3 >> 10) + " KiB";
   }
   m.memGiB = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
              static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0 * 1024.0);

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "topology/sysfs.h"
+
 #ifndef BRAID_PERF_BUILD_TYPE
 #define BRAID_PERF_BUILD_TYPE "unknown"
 #endif
@@ -36,22 +38,6 @@ struct Options {
   int runs = 10;
   std::string jsonPath;
 };
-
-std::string readFirst(const char* path) {
-  std::ifstream in(path);
-  std::string s;
-  in >> s;
-  return s;
-}
-
-size_t l3Bytes() {
-  const std::string s = readFirst("/sys/devices/system/cpu/cpu0/cache/index3/size");
-  if (s.empty()) return 0;
-  size_t v = std::strtoull(s.c_str(), nullptr, 10);
-  if (s.back() == 'K') v <<= 10;
-  if (s.back() == 'M') v <<= 20;
-  return v;
-}
 
 std::string cpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -189,7 +175,7 @@ int main(int argc, char** argv) {
         return 2;
     }
   }
-  const size_t l3 = l3Bytes();
+  const size_t l3 = braid::topo::lastLevelCacheBytes();
   if (o.arrayBytes == 0) o.arrayBytes = std::max(4 * l3, kMinArrayBytes);
   const size_t n = o.arrayBytes / sizeof(double);
   const size_t bytes = n * sizeof(double);

@@ -20,6 +20,7 @@
 #include "core/reduce.h"
 #include "core/store.h"
 #include "topology/detect.h"
+#include "topology/sysfs.h"
 
 namespace braid::detail {
 namespace {
@@ -241,24 +242,6 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   return Status::ok();
 }
 
-// The largest cache of cpu0 (its last level), from sysfs; 0 when unknown.
-double lastLevelCacheBytes() {
-  double best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    if (!f) break;
-    std::string text;
-    f >> text;
-    char* end = nullptr;
-    double v = std::strtod(text.c_str(), &end);
-    if (end == text.c_str()) continue;
-    if (*end == 'K') v *= 1024;
-    if (*end == 'M') v *= 1024 * 1024;
-    best = std::max(best, v);
-  }
-  return best;
-}
-
 }  // namespace
 
 std::string localHostSummary() {
@@ -381,12 +364,14 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   const std::string mode = paramString("BRAID_CALIBRATION");
   const std::string planKey = ctx.prefix + "sel/plan";
 
+  // Read once: the default model carries it, and the probe sizes its out-of-cache rounds by it.
+  const double llc = static_cast<double>(topo::lastLevelCacheBytes());
   std::string fingerprint, cachePath;
   if (ctx.rank == 0) {
     std::string plan = "probe";
     FabricModel m;  // defaults
     m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-    if (lastLevelCacheBytes() > 0) m.llcBytes = lastLevelCacheBytes();
+    if (llc > 0) m.llcBytes = llc;
     if (size <= 1 || mode == "off") {
       plan = "model " + m.serialize();
     } else if (mode == "auto") {
@@ -440,7 +425,6 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     return Status::ok();
   };
   // The out-of-cache exchanges use buffers twice the last-level cache in all.
-  const double llc = lastLevelCacheBytes();
   const size_t outOfCache = static_cast<size_t>(
       std::clamp(llc > 0 ? llc / 2 : FabricModel::kDefaultLlcBytes / 2, 4.0 * (1 << 20),
                  64.0 * (1 << 20)));

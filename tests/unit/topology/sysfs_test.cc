@@ -208,6 +208,19 @@ TEST(SysfsDetector, ReadsAFabricatedTree) {
   EXPECT_EQ(h.links.size(), 2u);
 }
 
+TEST(SysfsDetector, LastLevelCacheIsTheLargestCacheOfCpu0) {
+  FakeTree t;
+  const std::string cache = "sys/devices/system/cpu/cpu0/cache/index";
+  t.file(cache + "0/size", "32K\n");
+  t.file(cache + "1/size", "32K\n");
+  t.file(cache + "2/size", "512K\n");
+  t.file(cache + "3/size", "32768K\n");
+  EXPECT_EQ(lastLevelCacheBytes(t.sys()), size_t{32} << 20);
+  t.file(cache + "4/size", "64M\n");
+  EXPECT_EQ(lastLevelCacheBytes(t.sys()), size_t{64} << 20);
+  EXPECT_EQ(lastLevelCacheBytes("/nonexistent-sys"), 0u);
+}
+
 TEST(SysfsDetector, AMissingRootIsAnError) {
   SysfsOptions o;
   o.sysRoot = "/nonexistent-sys";
