@@ -847,8 +847,9 @@ int RankRunner::run() {
         }
       }
     }
-    for (Row& row : rows) {
-      const std::string& algo = algos_[static_cast<size_t>(&row - rows.data())];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Row& row = rows[i];
+      const std::string& algo = algos_[i];
       const std::string& label = row.label;
       const std::string& chosen = row.chosen;
       const double predicted = row.predicted;
