@@ -69,8 +69,11 @@ braid_resolve(BRAID_WITH_CUDA braid_cuda_found)
 
 set(braid_nccl_found FALSE)
 if(NOT BRAID_WITH_NCCL STREQUAL "OFF" AND BRAID_WITH_CUDA)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  # NCCL_HOME (environment) first: e.g. the nvidia-nccl wheel, which has no unversioned libnccl.so.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS $ENV{NCCL_HOME}/include ${CUDAToolkit_INCLUDE_DIRS}
+            /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS $ENV{NCCL_HOME}/lib ${CUDAToolkit_LIBRARY_DIR}
+               /usr/local/cuda/lib64)
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(braid_nccl_found TRUE)
   endif()

@@ -23,10 +23,15 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || skip "
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$nvcc" ] || skip "no nvcc"
 nccl_inc="" nccl_lib=""
-for d in ${NCCL_HOME:+$NCCL_HOME/include} /usr/local/cuda/include /usr/include /usr/local/include; do
+# NCCL_HOME, the CUDA toolkit, the system, then the nvidia-nccl wheel of the machine's python3
+# (nvidia/nccl/{include,lib}; the wheel ships libnccl.so.2 without the unversioned link).
+pip_nccl=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null || true)
+for d in ${NCCL_HOME:+$NCCL_HOME/include} /usr/local/cuda/include /usr/include /usr/local/include \
+    ${pip_nccl:+$pip_nccl/include}; do
   [ -f "$d/nccl.h" ] && { nccl_inc=$d; break; }
 done
-for d in ${NCCL_HOME:+$NCCL_HOME/lib} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /usr/local/lib; do
+for d in ${NCCL_HOME:+$NCCL_HOME/lib} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu \
+    /usr/local/lib ${pip_nccl:+$pip_nccl/lib}; do
   ls "$d"/libnccl.so* >/dev/null 2>&1 && { nccl_lib=$d; break; }
 done
 [ -n "$nccl_inc" ] && [ -n "$nccl_lib" ] || skip "NCCL headers or library not found (set NCCL_HOME)"
@@ -34,9 +39,10 @@ done
 
 work=$(mktemp -d /tmp/braid-nccl-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+nccl_so=$(ls "$nccl_lib"/libnccl.so "$nccl_lib"/libnccl.so.[0-9]* 2>/dev/null | head -1)
 echo "nccl_plugin_check: nvcc $("$nvcc" --version | tail -1); NCCL from $nccl_lib; plugins in $build/plugin"
 "$nvcc" -O2 -std=c++17 -I"$nccl_inc" -L"$nccl_lib" -Xlinker -rpath="$nccl_lib" \
-  "$root/tests/gpu/nccl_allreduce_check.cu" -lnccl -o "$work/allreduce" ||
+  "$root/tests/gpu/nccl_allreduce_check.cu" -Xlinker "$nccl_so" -o "$work/allreduce" ||
   fail "could not build the all-reduce program"
 
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,TUNING,ENV
