@@ -62,6 +62,10 @@ class Communicator::Impl {
   int size_ = 1;
   int localRank_ = 0;
   int numHosts_ = 1;
+  /// Ranks on this rank's machine, and the most on any machine: emulated hosts (network
+  /// namespaces of one kernel) share a machine's cores.
+  int ranksOnMyMachine_ = 1;
+  int ranksPerMachine_ = 1;
   std::vector<int> hostOf_;
   std::vector<int> localRanks_;
   detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;

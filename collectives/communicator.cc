@@ -223,6 +223,17 @@ Status Communicator::Impl::init(CommOptions options) {
     if (it == hosts.end()) hosts.push_back(hostIds[r]);
   }
   numHosts_ = static_cast<int>(hosts.size());
+  // Host ids are "hostname/boot id/netns:N" (or BRAID_HOST_ID): ranks whose ids differ only in the
+  // network namespace are emulated hosts sharing one machine's cores.
+  {
+    std::vector<std::string> machineOf(size_);
+    for (int r = 0; r < size_; ++r) machineOf[r] = hostIds[r].substr(0, hostIds[r].find("/netns:"));
+    for (int r = 0; r < size_; ++r) {
+      const int n = static_cast<int>(std::count(machineOf.begin(), machineOf.end(), machineOf[r]));
+      ranksPerMachine_ = std::max(ranksPerMachine_, n);
+      if (r == rank_) ranksOnMyMachine_ = n;
+    }
+  }
   for (int r = 0; r < size_; ++r) {
     if (hostOf_[r] == hostOf_[rank_]) {
       if (r == rank_) localRank_ = static_cast<int>(localRanks_.size());
@@ -268,7 +279,7 @@ Status Communicator::Impl::init(CommOptions options) {
                                              prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/",
                                              secret_, localRanks_, localRank_,
                                              static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
-                                             timeoutMs_));
+                                             timeoutMs_, ranksOnMyMachine_));
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
@@ -364,26 +375,7 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   placement.segmentHalfBytes =
       static_cast<size_t>(std::max<int64_t>(8192, paramInt("BRAID_SHM_SEGMENT_BYTES"))) / 2;
   placement.chunkBytes = chunkBytes_;
-  // Host ids are "hostname/boot id/netns:N" (or BRAID_HOST_ID): ranks whose ids differ only in the
-  // network namespace are emulated hosts sharing one machine's cores.
-  {
-    std::vector<std::string> machines;
-    std::vector<int> count;
-    for (int r = 0; r < size_; ++r) {
-      BRAID_ASSIGN_OR_RETURN(auto v, store_->get(prefix_ + "host/" + std::to_string(r), deadline));
-      std::string id = fromBytes(v);
-      const size_t ns = id.find("/netns:");
-      if (ns != std::string::npos) id.erase(ns);
-      auto it = std::find(machines.begin(), machines.end(), id);
-      if (it == machines.end()) {
-        machines.push_back(id);
-        count.push_back(1);
-      } else {
-        ++count[static_cast<size_t>(it - machines.begin())];
-      }
-    }
-    placement.ranksPerMachine = *std::max_element(count.begin(), count.end());
-  }
+  placement.ranksPerMachine = ranksPerMachine_;
 
   detail::ProbeContext ctx;
   ctx.rank = rank_;

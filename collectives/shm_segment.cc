@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,7 +69,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
                                                        uint64_t secret,
                                                        const std::vector<int>& localRanks,
                                                        int localIndex, size_t slotBytes,
-                                                       int64_t timeoutMs) {
+                                                       int64_t timeoutMs, int ranksOnMachine) {
   if (localRanks.size() > static_cast<size_t>(kMaxLocalRanks)) {
     return invalidArgument("more than " + std::to_string(kMaxLocalRanks) + " ranks on one host");
   }
@@ -77,7 +78,8 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
   seg->localRanks_ = localRanks;
   seg->me_ = localIndex;
   seg->timeoutMs_ = timeoutMs;
-  seg->oversubscribed_ = static_cast<int>(localRanks.size()) > usableCores();
+  seg->oversubscribed_ =
+      std::max(ranksOnMachine, static_cast<int>(localRanks.size())) > usableCores();
   seg->halfBytes_ = roundUp(std::max<size_t>(slotBytes / 2, 4096), 4096);
   size_t n = localRanks.size();
   seg->dataOffset_ = roundUp(sizeof(Header), 4096) + roundUp(n * sizeof(Control), 4096);

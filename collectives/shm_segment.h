@@ -23,12 +23,14 @@ inline constexpr int kMaxLocalRanks = 64;
 class ShmSegment {
  public:
   /// Collective over the ranks of one host: localRanks lists their global ranks in order (index
-  /// 0 creates). slotBytes: per-rank data slot (split in two halves).
+  /// 0 creates). slotBytes: per-rank data slot (split in two halves). ranksOnMachine: the
+  /// job's processes on this machine's cores, more than localRanks when emulated hosts (network
+  /// namespaces) share them (0: localRanks.size()); above the usable cores, waits yield.
   static Result<std::unique_ptr<ShmSegment>> create(const std::string& name, Store* store,
                                                     const std::string& storePrefix, uint64_t secret,
                                                     const std::vector<int>& localRanks,
                                                     int localIndex, size_t slotBytes,
-                                                    int64_t timeoutMs);
+                                                    int64_t timeoutMs, int ranksOnMachine = 0);
   ~ShmSegment();
 
   int localIndex() const { return me_; }

@@ -203,6 +203,10 @@ cmd_run() {
     do_ ip -n "$sw" link set "p${h}" up
     do_ ip -n "$ns" addr add "${SUBNET}.${h}/24" dev "$IFNAME"
     do_ ip -n "$ns" link set "$IFNAME" up
+    if [ -n "${FAB_GSO:-}" ]; then
+      do_ ip -n "$ns" link set dev "$IFNAME" gso_max_size "$FAB_GSO"
+      do_ ip -n "$sw" link set dev "p${h}" gso_max_size "$FAB_GSO"
+    fi
     if [ -n "$rate" ]; then
       # Both directions: the host's egress on fab0, its ingress as the switch port's egress.
       do_ tc -n "$ns" qdisc add dev "$IFNAME" root tbf rate "$rate" burst "$burst" latency 100ms

@@ -13,8 +13,8 @@
 //      reduces shard j across the L slots into its output.
 //   B. inter-host all-reduce of shard j among its group, over P2p (tcp between hosts). kAvg
 //      divides once, here, by the world size.
-//      - one piece (S ≤ P): ring over the group, or halving/doubling for H > 2 and shards under
-//        256 KiB (CollArgs::group);
+//      - one piece (S ≤ P): ring over the group; for shards under 256 KiB, one exchange of the
+//        whole shard when H = 2, halving/doubling when H > 2 (CollArgs::group);
 //      - several pieces: direct and pipelined: the shard is cut into H parts; B1 sends part q to
 //        the owner on host q and receives the others' copies of this owner's part, which it
 //        reduces; B2 sends the reduced part to every host and receives theirs. Per rank the order
@@ -34,6 +34,7 @@
 //   β_host the inverse bandwidth of one host's link, which the k owners of a host share):
 //   intra (A + C): 2·α_sync + 2·S/B_copy + (L−1)/k·S·γ, no link traffic;
 //   inter: 2(H−1)·α_net (ring; 2·α_net per piece direct) + 2·(H−1)/H·S·β_host + (H−1)/H·S/k·γ;
+//     two hosts, small shards: α_net + S·β_host + S/k·γ (one exchange);
 //   pipelined over c pieces the intra-host term overlaps the link: ≈ max(intra, inter) + intra/c.
 //   leader: 2·α_sync + 2·S/B_copy + (L−1)·S·γ + 2(H−1)·α_net + 2·(H−1)/H·S·β_host + (H−1)/H·S·γ.
 //   A flat ring over p = H·L ranks pays 2(p−1)·α_net and moves 2·(p−1)/p·S per rank, with L ranks
@@ -148,7 +149,9 @@ class Hierarchical {
     // Scratch: the other local ranks' contributions to this owner's shard (without a segment),
     // then the other hosts' copies of this owner's part.
     const size_t intraBytes = seg_ == nullptr && owner_ ? maxShard_ * es_ * (nlocal_ - 1) : 0;
-    const size_t interBytes = owner_ ? maxPart_ * es_ * (nhosts_ - 1) : 0;
+    // (Two hosts exchange whole small shards: see exchangeShard.)
+    const size_t interBytes =
+        owner_ ? std::max(maxPart_ * (nhosts_ - 1), nhosts_ == 2 ? maxShard_ : 0) * es_ : 0;
     uint8_t* scratch = a_.scratch->get(intraBytes + interBytes + 64);
     intraTmp_ = scratch;
     interTmp_ = scratch + intraBytes;
@@ -178,8 +181,9 @@ class Hierarchical {
     *e = p.off + p.lo + blockStart(m, nhosts_, q + 1);
   }
 
-  // A message spanning one piece: reduce-scatter, the shard's inter-host all-reduce (ring, or
-  // halving/doubling for small shards among more than two hosts), all-gather.
+  // A message spanning one piece: reduce-scatter, the shard's inter-host all-reduce (for shards
+  // under 256 KiB one exchange between two hosts, halving/doubling among more; else the ring),
+  // all-gather.
   Status runOne() {
     Piece p = piece(0);
     BRAID_RETURN_IF_ERROR(intraReduceScatter(p));
@@ -192,7 +196,9 @@ class Hierarchical {
         inter.size = nhosts_;
         inter.group = plan_.group.data();
         inter.op = a_.op == ReduceOp::kAvg ? ReduceOp::kSum : a_.op;
-        if (nhosts_ > 2 && m * es_ < kInterHalvingDoublingBytes) {
+        if (nhosts_ == 2 && m * es_ < kInterHalvingDoublingBytes) {
+          BRAID_RETURN_IF_ERROR(exchangeShard(inter, shard, m));
+        } else if (nhosts_ > 2 && m * es_ < kInterHalvingDoublingBytes) {
           BRAID_RETURN_IF_ERROR(allReduceHalvingDoubling(inter, shard, shard, m));
         } else {
           BRAID_RETURN_IF_ERROR(allReduceRing(inter, shard, shard, m));
@@ -235,6 +241,24 @@ class Hierarchical {
   }
 
   // A: owner j ends with shard j of the host's reduction of piece p in the output.
+  // Two hosts: the owners swap their whole shards and each reduces, one step where the ring
+  // takes two, for the same bytes on the link (and twice its reduction, which small shards do
+  // not notice). Both reduce the first host's values with the second's in that order, so they
+  // agree bit for bit for every op (min/max with NaN too).
+  Status exchangeShard(const CollArgs& inter, uint8_t* shard, size_t m) {
+    if (m == 0) return Status::ok();
+    const int other = 1 - inter.rank;
+    net_.begin(inter.seq, inter.fp);
+    BRAID_RETURN_IF_ERROR(net_.sendRecv(inter.peer(other), shard, m * es_, inter.peer(other),
+                                        interTmp_, m * es_));
+    if (inter.rank == 0) {
+      inter.reduce(shard, shard, interTmp_, m);
+    } else {
+      inter.reduce(shard, interTmp_, shard, m);
+    }
+    return Status::ok();
+  }
+
   Status intraReduceScatter(Piece& p) {
     const uint8_t* in = src_ + p.off * es_;
     uint8_t* out = dst_ + p.off * es_;

@@ -79,6 +79,11 @@ Fingerprint probeFp(size_t bytes) {
   return fp;
 }
 
+double lowerMedian(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
 // Initiator: sends `bytes`, waits for an 8-byte answer; returns the round trip in µs. The
 // responder mirrors it. `echo`: the answer is as large as the message (a ping-pong).
 Status exchange(P2p& net, bool initiator, int peer, uint8_t* buf, size_t bytes, bool echo,
@@ -132,32 +137,39 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   double alphaBefore = 0, alphaAfter = 0;
   BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaBefore));
   // β: one-way transfers answered by 8 B (a tree edge), and exchanges where both sides send
-  // and receive at once (a ring step); each the best of `reps` after a warm-up, less α.
-  double tOne = 1e30, tSym = 1e30;
+  // and receive at once (a ring step), less α. Each kind runs its rounds back to back, and each
+  // takes the lower median of its rounds: interleaved, a round of one kind inherits the other's
+  // traffic still queued on the link (an exchange's send is complete once the kernel holds it),
+  // and a shaped link (tc tbf) lets the first round after a pause run on saved-up tokens.
   std::vector<uint8_t> back(large);
+  std::vector<double> one, sym;
   BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), mid, false, &us));
   for (int i = 0; i < reps; ++i) {
     BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), large, false, &us));
-    tOne = std::min(tOne, us);
+    one.push_back(us);
+  }
+  for (int i = 0; i < reps; ++i) {
     net.begin(0, probeFp(large));
     const double t0 = nowUs();
     BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), large, peer, back.data(), large));
-    tSym = std::min(tSym, nowUs() - t0);
+    sym.push_back(nowUs() - t0);
   }
+  const double tOne = lowerMedian(one), tSym = lowerMedian(sym);
   // Mid-sized messages, where the per-message work of the transport (its cells and flags)
-  // weighs more than at the large size: the median of a few of each kind.
-  std::vector<double> one, sym;
+  // weighs more than at the large size: 24 rounds of each kind, the later 16 counted.
+  one.clear();
+  sym.clear();
   for (int i = 0; i < 24; ++i) {
     BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), kMidProbeBytes, false, &us));
     if (i >= 8) one.push_back(us);
+  }
+  for (int i = 0; i < 24; ++i) {
     net.begin(0, probeFp(kMidProbeBytes));
     const double t0 = nowUs();
     BRAID_RETURN_IF_ERROR(
         net.sendRecv(peer, buf.data(), kMidProbeBytes, peer, back.data(), kMidProbeBytes));
     if (i >= 8) sym.push_back(nowUs() - t0);
   }
-  std::sort(one.begin(), one.end());
-  std::sort(sym.begin(), sym.end());
   BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaAfter));
   const double faster = std::min(alphaBefore, alphaAfter);
   const double slower = std::max(alphaBefore, alphaAfter);
@@ -167,7 +179,7 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
   const double dm = static_cast<double>(kMidProbeBytes);
-  const double tOneMid = one[one.size() / 2], tSymMid = sym[sym.size() / 2];
+  const double tOneMid = lowerMedian(one), tSymMid = lowerMedian(sym);
   out->betaMidUsPerByte = std::max(tOneMid - 2 * out->alphaUs, 0.5 * tOneMid) / dm;
   out->betaSymMidUsPerByte = std::max(tSymMid - out->alphaUs, 0.5 * tSymMid) / dm;
   if (outOfCache > 0) {

@@ -183,6 +183,7 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   for (int h : placement_.hostOf) ++perHost[h];
   minLocal_ = *std::min_element(perHost.begin(), perHost.end());
   maxLocal_ = *std::max_element(perHost.begin(), perHost.end());
+  hostsPerMachine_ = std::max(1, placement_.ranksPerMachine / std::max(maxLocal_, 1));
   if (p <= 1) return;
 
   // Ring: every rank sends to r+1; p−1 reduce-scatter steps (reducing S/p) and p−1 all-gather
@@ -242,9 +243,16 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   // Binomial tree rooted at 0 (broadcast.cc): depth ⌈log2 p⌉; at level k, every v whose lowest
   // set bit is k talks to v − 2^k.
   treeLevelInter_.assign(static_cast<size_t>(ceilLog2(p)), false);
-  for (int v = 1; v < p; ++v) {
-    const int k = __builtin_ctz(static_cast<unsigned>(v));
-    if (placement_.hostOf[v] != placement_.hostOf[v - (1 << k)]) treeLevelInter_[k] = true;
+  treeLevelActive_.assign(static_cast<size_t>(ceilLog2(p)), 1);
+  for (size_t k = 0; k < treeLevelInter_.size(); ++k) {
+    std::vector<int> active(static_cast<size_t>(hosts_), 0);
+    for (int v = 1 << k; v < p; v += 2 << k) {  // the ranks whose lowest set bit is k
+      const int parent = v - (1 << k);
+      if (placement_.hostOf[v] != placement_.hostOf[parent]) treeLevelInter_[k] = true;
+      ++active[placement_.hostOf[v]];
+      ++active[placement_.hostOf[parent]];
+    }
+    treeLevelActive_[k] = std::max(1, *std::max_element(active.begin(), active.end()));
   }
 }
 
@@ -272,9 +280,10 @@ double CostModel::memoryFactor(double bytes) const {
 }
 
 double CostModel::cpuShare(int activeOnHost) const {
-  // Emulated hosts on one machine: its other hosts' ranks run meanwhile (most phases keep every
-  // rank busy), so the machine's count is what shares the cores.
-  const int active = std::max(activeOnHost, placement_.ranksPerMachine);
+  // Emulated hosts on one machine: the same step runs on each of them at once, so the ranks that
+  // share the machine's cores are the active ones of every host there (ranks that wait yield).
+  const int active =
+      std::min(std::max(activeOnHost, 1) * hostsPerMachine_, std::max(placement_.ranksPerMachine, 1));
   if (model_.coresPerHost <= 0 || active <= model_.coresPerHost) return 1;
   return static_cast<double>(active) / model_.coresPerHost;
 }
@@ -327,8 +336,10 @@ double CostModel::phaseUs(const Phase& ph, double bytes) const {
     t = std::max(t, stepAlpha(model_.intra.alphaUs, ph.intraShare) + ph.intraShare * b * bIntra);
   }
   if (ph.inter) {
-    t = std::max(t, stepAlpha(model_.inter.alphaUs, ph.intraShare) +
-                        b * bInter * std::max(ph.interShare, ph.intraShare));
+    // Shared cores delay the start of a step (the peer must be scheduled), not the wire: the
+    // link's bytes are priced by how many messages share it. (An unshaped link between emulated
+    // hosts is CPU-bound instead, and so priced low when ranks outnumber cores.)
+    t = std::max(t, stepAlpha(model_.inter.alphaUs, ph.intraShare) + b * bInter * ph.interShare);
   }
   t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte * memoryFactor(bytes);
   return ph.repeat * t;
@@ -342,21 +353,23 @@ double CostModel::sumUs(const std::vector<Phase>& phases, double bytes) const {
 
 // Pipelined binomial tree: c chunks; the first chunk crosses every level (level k: the edges
 // between v and v − 2^k, inter-host if any of them crosses hosts), every further chunk one more
-// edge of the slowest level. Waiting ranks poll (spin, then yield), so with more ranks than
-// cores every level pays the shared cores.
+// edge of the slowest level. Waiting ranks poll (spin, then yield), so a level whose active
+// ranks outnumber the cores pays the shared cores.
 double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   const int p = placement_.size();
   if (p <= 1) return 0;
   const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / chunk));
   const double cb = bytes / c;
-  const double cpu = cpuShare(maxLocal_);
   const double miss = outOfCache(static_cast<double>(bytes));
+  const double mem = memoryFactor(static_cast<double>(bytes));
   double first = 0, slowest = 0;
-  for (bool inter : treeLevelInter_) {
+  for (size_t k = 0; k < treeLevelInter_.size(); ++k) {
+    const bool inter = treeLevelInter_[k];
     const LinkCost& l = inter ? model_.inter : model_.intra;
-    const double edge =
-        stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, cb, miss) * cpu +
-        (reduce ? cpu * cb * model_.gammaUsPerByte * memoryFactor(static_cast<double>(bytes)) : 0);
+    const double cpu = cpuShare(treeLevelActive_[k]);
+    // The wire of an inter-host edge is not slowed by shared cores; a copy through memory is.
+    const double edge = stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
+                        (reduce ? cpu * cb * model_.gammaUsPerByte * mem : 0);
     first += edge;
     slowest = std::max(slowest, edge);
   }
@@ -391,13 +404,14 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
 }
 
 // A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
-// `share` such groups at once (hierarchical.cc's rule: halving/doubling for H > 2 below 256 KiB);
+// `share` such groups at once (hierarchical.cc's rule below 256 KiB: one exchange for H = 2,
+// halving/doubling for H > 2);
 // `miss`: the out-of-cache share of the whole collective.
 double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss) const {
   if (hosts <= 1) return 0;
   const double S = static_cast<double>(bytes);
   const LinkCost& l = model_.inter;
-  const double cpu = cpuShare(maxLocal_);
+  const double cpu = cpuShare(static_cast<int>(share));  // `share` ranks per host take part
   if (hosts > 2 && bytes < kHierInterHdBytes) {
     int q = 1, lg = 0;
     while (q * 2 <= hosts) q *= 2, ++lg;
@@ -408,6 +422,9 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss
       t += 2 * (stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
     }
     return t;
+  }
+  if (hosts == 2 && bytes < kHierInterHdBytes) {  // one exchange of the whole shard
+    return stepAlpha(l.alphaUs, cpu) + S * l.beta(true, S, miss) * share + S * model_.gammaUsPerByte * cpu;
   }
   const double H = hosts;
   return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S / H, miss) * share) +

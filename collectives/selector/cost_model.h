@@ -147,8 +147,10 @@ class CostModel {
   Placement placement_;
   int hosts_ = 1;
   int minLocal_ = 1, maxLocal_ = 1;
+  int hostsPerMachine_ = 1;  // emulated hosts (network namespaces) sharing one machine's cores
   std::vector<Phase> ring_, halvingDoubling_, reduceScatter_, allGather_, allToAll_;
   std::vector<bool> treeLevelInter_;  // per binomial-tree level: an edge crosses hosts
+  std::vector<int> treeLevelActive_;  // per level: the most ranks of one host that take part
 };
 
 }  // namespace braid::detail
