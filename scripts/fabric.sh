@@ -32,7 +32,12 @@
 #   --hosts N              number of hosts (default 2, at most 253)
 #   --ranks-per-host M     ranks per host (default 1)
 #   --rate RATE            shape every link with tbf at RATE (tc syntax: 1gbit, 500mbit)
-#   --burst BYTES          tbf bucket (default 512kb)
+#   --burst BYTES          tbf bucket (default 32kb). A real link cannot save up unused time; a
+#                          bucket can, so one much larger than a message lets an algorithm whose
+#                          phases alternate directions (tree: reduce, then broadcast) run one
+#                          direction on tokens banked while the other was busy
+#   --gso BYTES            largest packet the shaped veths build (default 16384; at most the
+#                          bucket, which tbf needs to hold a whole packet)
 #   --store file|tcp       rendezvous (default file)
 #   --timeout SECONDS      per-rank wall-clock limit (default 600)
 #   --expect-hosts H       fail unless rank 0 prints "on H host(s)" (collectives_check does)
@@ -141,7 +146,7 @@ on_signal() {
 }
 
 cmd_run() {
-  local hosts=2 per_host=1 rate="" burst=512kb store=file timeout_s=600 expect="" one_per_host=0
+  local hosts=2 per_host=1 rate="" burst=32kb gso=16384 store=file timeout_s=600 expect="" one_per_host=0
   local log_dir="" extra_env=()
   verbose=0
   while [ $# -gt 0 ]; do
@@ -150,6 +155,7 @@ cmd_run() {
       --ranks-per-host) per_host="$2"; shift 2 ;;
       --rate) rate="$2"; shift 2 ;;
       --burst) burst="$2"; shift 2 ;;
+      --gso) gso="$2"; shift 2 ;;
       --store) store="$2"; shift 2 ;;
       --timeout) timeout_s="$2"; shift 2 ;;
       --expect-hosts) expect="$2"; shift 2 ;;
@@ -203,11 +209,11 @@ cmd_run() {
     do_ ip -n "$sw" link set "p${h}" up
     do_ ip -n "$ns" addr add "${SUBNET}.${h}/24" dev "$IFNAME"
     do_ ip -n "$ns" link set "$IFNAME" up
-    if [ -n "${FAB_GSO:-}" ]; then
-      do_ ip -n "$ns" link set dev "$IFNAME" gso_max_size "$FAB_GSO"
-      do_ ip -n "$sw" link set dev "p${h}" gso_max_size "$FAB_GSO"
-    fi
     if [ -n "$rate" ]; then
+      # Packets no larger than the bucket: veth hands tbf GSO packets of up to 64 KiB, which a
+      # small bucket would drop.
+      do_ ip -n "$ns" link set dev "$IFNAME" gso_max_size "$gso"
+      do_ ip -n "$sw" link set dev "p${h}" gso_max_size "$gso"
       # Both directions: the host's egress on fab0, its ingress as the switch port's egress.
       do_ tc -n "$ns" qdisc add dev "$IFNAME" root tbf rate "$rate" burst "$burst" latency 100ms
       do_ tc -n "$sw" qdisc add dev "p${h}" root tbf rate "$rate" burst "$burst" latency 100ms

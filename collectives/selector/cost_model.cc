@@ -183,6 +183,7 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   for (int h : placement_.hostOf) ++perHost[h];
   minLocal_ = *std::min_element(perHost.begin(), perHost.end());
   maxLocal_ = *std::max_element(perHost.begin(), perHost.end());
+  if (placement_.ranksPerMachine <= 0) placement_.ranksPerMachine = maxLocal_;  // "unknown"
   hostsPerMachine_ = std::max(1, placement_.ranksPerMachine / std::max(maxLocal_, 1));
   if (p <= 1) return;
 
@@ -256,10 +257,13 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   }
 }
 
-// A message step when `cpu` > 1 ranks share each core: the peer must be scheduled first, which
-// the segment hand-off (timed with every local rank running) already measured.
+// A message step on a machine whose ranks outnumber its cores: the peer must be scheduled
+// first, which costs at least a segment hand-off (timed with every local rank running), even when
+// only `cpu` = 1 rank per core takes part in the step (the others wait, yielding, but still get
+// their turns); with more active ranks, α stretches by their share.
 double CostModel::stepAlpha(double alphaUs, double cpu) const {
-  return cpu > 1 ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+  const bool crowded = model_.coresPerHost > 0 && placement_.ranksPerMachine > model_.coresPerHost;
+  return crowded ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
 }
 
 // The fraction of a collective's data that misses the last-level cache: every rank of the machine
@@ -282,8 +286,7 @@ double CostModel::memoryFactor(double bytes) const {
 double CostModel::cpuShare(int activeOnHost) const {
   // Emulated hosts on one machine: the same step runs on each of them at once, so the ranks that
   // share the machine's cores are the active ones of every host there (ranks that wait yield).
-  const int active =
-      std::min(std::max(activeOnHost, 1) * hostsPerMachine_, std::max(placement_.ranksPerMachine, 1));
+  const int active = std::min(std::max(activeOnHost, 1) * hostsPerMachine_, placement_.ranksPerMachine);
   if (model_.coresPerHost <= 0 || active <= model_.coresPerHost) return 1;
   return static_cast<double>(active) / model_.coresPerHost;
 }
