@@ -32,11 +32,11 @@
 #   --hosts N              number of hosts (default 2, at most 253)
 #   --ranks-per-host M     ranks per host (default 1)
 #   --rate RATE            shape every link with tbf at RATE (tc syntax: 1gbit, 500mbit)
-#   --burst BYTES          tbf bucket (default 32kb). A real link cannot save up unused time; a
+#   --burst BYTES          tbf bucket (default 16kb). A real link cannot save up unused time; a
 #                          bucket can, so one much larger than a message lets an algorithm whose
 #                          phases alternate directions (tree: reduce, then broadcast) run one
 #                          direction on tokens banked while the other was busy
-#   --gso BYTES            largest packet the shaped veths build (default 16384; at most the
+#   --gso BYTES            largest packet the shaped veths build (default 8192; at most the
 #                          bucket, which tbf needs to hold a whole packet)
 #   --store file|tcp       rendezvous (default file)
 #   --timeout SECONDS      per-rank wall-clock limit (default 600)
@@ -146,7 +146,7 @@ on_signal() {
 }
 
 cmd_run() {
-  local hosts=2 per_host=1 rate="" burst=32kb gso=16384 store=file timeout_s=600 expect="" one_per_host=0
+  local hosts=2 per_host=1 rate="" burst=16kb gso=8192 store=file timeout_s=600 expect="" one_per_host=0
   local log_dir="" extra_env=()
   verbose=0
   while [ $# -gt 0 ]; do

@@ -11,7 +11,6 @@ namespace {
 
 constexpr size_t kShmSmallBytes = 16 * 1024;           // allreduce/shm_direct.cc's small path
 constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
-constexpr size_t kHierP2pPieceBytes = size_t{4} << 20;
 
 int ceilLog2(int p) {
   int d = 0;
@@ -436,33 +435,41 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss
 
 // hierarchical.cc: per piece, intra reduce-scatter (k = min local ranks shards), inter-host
 // all-reduce of each shard among the k owner groups (sharing each host's link), intra all-gather;
-// the leader variant uses one shard.
-double CostModel::hierarchicalUs(size_t bytes, bool leader) const {
+// the leader variant uses one shard. Pieces are a quarter segment slot or the chunk, whichever is
+// smaller; one piece runs its steps in turn, several overlap one piece's intra-host steps with
+// another's transfer (fill, then the slower stage per further piece). Several pieces send each
+// part straight to its host (2 steps of the H−1 parts), one piece uses flatInterUs's rule.
+double CostModel::hierarchicalUs(size_t bytes, bool leader, size_t chunk) const {
   const int L = maxLocal_;
   const int k = leader ? 1 : minLocal_;
   const bool seg = placement_.segment && L > 1;
-  const size_t piece = seg ? std::max<size_t>(placement_.segmentHalfBytes, 4096) : kHierP2pPieceBytes;
+  const size_t quarter = std::max<size_t>(placement_.segmentHalfBytes / 2, 4096);
+  const size_t piece = std::min(quarter, std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
+  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / piece));
+  const double n = static_cast<double>(bytes) / c;
   const double cpu = cpuShare(L);
-  double t = 0;
-  size_t done = 0;
-  do {
-    const size_t n = std::min(piece, bytes - done);
-    const double dn = static_cast<double>(n);
-    if (L > 1) {
-      if (seg) {
-        // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
-        const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
-        t += 2 * model_.syncUs + copies * dn * model_.copyUsPerByte +
-             cpu * (L - 1) * dn / k * model_.gammaUsPerByte;
-      } else {
-        t += cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * dn / k * model_.intra.betaUsPerByte +
-                    (L - 1) * dn / k * model_.gammaUsPerByte);
-      }
+  const double miss = outOfCache(static_cast<double>(bytes));
+  double intra = 0;
+  if (L > 1) {
+    if (seg) {
+      // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
+      const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
+      intra = 2 * model_.syncUs + copies * n * model_.copyUsPerByte +
+              cpu * (L - 1) * n / k * model_.gammaUsPerByte;
+    } else {
+      intra = cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * n / k * model_.intra.betaUsPerByte +
+                     (L - 1) * n / k * model_.gammaUsPerByte);
     }
-    t += flatInterUs(n / static_cast<size_t>(k), hosts_, k, outOfCache(static_cast<double>(bytes)));
-    done += n;
-  } while (done < bytes);
-  return t;
+  }
+  if (c == 1) return intra + flatInterUs(bytes / static_cast<size_t>(k), hosts_, k, miss);
+  double inter = 0;
+  if (hosts_ > 1) {
+    const double H = hosts_, shard = n / k;
+    inter = 2 * stepAlpha(model_.inter.alphaUs, cpuShare(k)) +
+            2 * (H - 1) / H * shard * model_.inter.beta(true, shard / H, miss) * k +
+            (H - 1) / H * shard * model_.gammaUsPerByte * cpuShare(k);
+  }
+  return intra + inter + (c - 1) * std::max(intra, inter);
 }
 
 std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) const {
@@ -480,6 +487,23 @@ std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) 
   return "";
 }
 
+size_t CostModel::bestChunk(SelCollective c, const std::string& algo, size_t bytes) const {
+  if (c != SelCollective::kAllReduce ||
+      (algo != "hierarchical" && algo != "hierarchical_leader") || !unavailableWhy(c, algo).empty()) {
+    return 0;
+  }
+  size_t best = 0;
+  double bestUs = predictUs(c, algo, bytes);
+  for (size_t chunk = size_t{64} << 10; chunk <= size_t{16} << 20; chunk *= 2) {
+    const double t = predictUs(c, algo, bytes, chunk);
+    if (t >= 0 && t < bestUs * 0.98) {  // only a clear gain moves it off the default
+      bestUs = t;
+      best = chunk;
+    }
+  }
+  return best;
+}
+
 double CostModel::predictUs(SelCollective c, const std::string& algo, size_t bytes,
                             size_t chunkBytes) const {
   if (!unavailableWhy(c, algo).empty()) return -1;
@@ -492,8 +516,8 @@ double CostModel::predictUs(SelCollective c, const std::string& algo, size_t byt
       if (algo == "halving_doubling") return sumUs(halvingDoubling_, S);
       if (algo == "tree") return treeUs(true, bytes, chunk) + treeUs(false, bytes, chunk);
       if (algo == "shm") return segmentAllReduceUs(bytes, placement_.size());
-      if (algo == "hierarchical") return hierarchicalUs(bytes, false);
-      if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true);
+      if (algo == "hierarchical") return hierarchicalUs(bytes, false, chunk);
+      if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true, chunk);
       return -1;
     case SelCollective::kReduceScatter: return sumUs(reduceScatter_, S);
     case SelCollective::kAllGather: return sumUs(allGather_, S);

@@ -114,6 +114,11 @@ class CostModel {
                    size_t chunkBytes = 0) const;
   /// Why `algo` cannot run here ("" when it can).
   std::string unavailableWhy(SelCollective c, const std::string& algo) const;
+  /// The pipelining chunk the model prices cheapest for `algo` at `bytes`, or 0 where it keeps
+  /// the placement's (BRAID_CHUNK_BYTES). Only the hierarchical all-reduce gets one: its pieces
+  /// trade a hand-off and an inter-host step each against overlapping the host's copies with the
+  /// link, which depends on the link.
+  size_t bestChunk(SelCollective c, const std::string& algo, size_t bytes) const;
 
   const FabricModel& model() const { return model_; }
   const Placement& placement() const { return placement_; }
@@ -137,7 +142,7 @@ class CostModel {
   double treeUs(bool reduce, size_t bytes, size_t chunk) const;
   double segmentAllReduceUs(size_t bytes, int localRanks) const;
   double flatInterUs(size_t bytes, int hosts, double share, double miss) const;
-  double hierarchicalUs(size_t bytes, bool leader) const;
+  double hierarchicalUs(size_t bytes, bool leader, size_t chunk) const;
   double cpuShare(int activeOnHost) const;
   double outOfCache(double bytes) const;
   double memoryFactor(double bytes) const;

@@ -17,7 +17,7 @@ std::vector<std::pair<std::string, double>> Selector::candidates(SelCollective c
                                                                  size_t bytes) const {
   std::vector<std::pair<std::string, double>> out;
   for (const std::string& a : modelAlgorithms(c)) {
-    const double t = cost_.predictUs(c, a, bytes);
+    const double t = cost_.predictUs(c, a, bytes, cost_.bestChunk(c, a, bytes));
     if (t >= 0) out.push_back({a, t});
   }
   return out;
@@ -44,6 +44,7 @@ Decision Selector::decide(SelCollective c, size_t bytes, const std::string& forc
         d.algorithm = name;
       }
     }
+    d.chunkBytes = cost_.bestChunk(c, d.algorithm, bytes);
     d.reason = "model";
   }
   d.predictedUs = cost_.predictUs(c, d.algorithm, bytes, d.chunkBytes);
