@@ -37,6 +37,9 @@ class ShmSegment {
   int localSize() const { return static_cast<int>(localRanks_.size()); }
   int globalRank(int localIndex) const { return localRanks_[localIndex]; }
   size_t halfBytes() const { return halfBytes_; }
+  /// More of the job's ranks on this machine than cores: waits yield, and every hand-off costs
+  /// context switches.
+  bool oversubscribed() const { return oversubscribed_; }
 
   /// Data half h (0 or 1) of local rank i.
   uint8_t* half(int i, int h) const;

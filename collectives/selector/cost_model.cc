@@ -9,7 +9,8 @@
 namespace braid::detail {
 namespace {
 
-constexpr size_t kShmSmallBytes = 16 * 1024;           // allreduce/shm_direct.cc's small path
+constexpr size_t kShmSmallBytes = 16 * 1024;           // allreduce/shm_direct.cc's small path,
+constexpr size_t kShmSmallBytesCrowded = 64 * 1024;    // and with more ranks than cores
 constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
 
 int ceilLog2(int p) {
@@ -261,8 +262,11 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
 // only `cpu` = 1 rank per core takes part in the step (the others wait, yielding, but still get
 // their turns); with more active ranks, α stretches by their share.
 double CostModel::stepAlpha(double alphaUs, double cpu) const {
-  const bool crowded = model_.coresPerHost > 0 && placement_.ranksPerMachine > model_.coresPerHost;
-  return crowded ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+  return crowded() ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+}
+
+bool CostModel::crowded() const {
+  return model_.coresPerHost > 0 && placement_.ranksPerMachine > model_.coresPerHost;
 }
 
 // The fraction of a collective's data that misses the last-level cache: every rank of the machine
@@ -391,7 +395,8 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
     const double dn = static_cast<double>(n);
     // sync and copy were measured with every local rank at once (their contention included);
     // the reduction kernel alone on one core, so it pays the oversubscription.
-    if (n <= kShmSmallBytes) {  // one hand-off: arrive, then every rank folds all slots
+    if (n <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
+      // One hand-off: arrive, then every rank folds all slots.
       t += model_.syncUs + dn * model_.copyUsPerByte +
            cpu * (L - 1) * dn * model_.gammaUsPerByte;
     } else {

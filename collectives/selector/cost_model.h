@@ -147,6 +147,7 @@ class CostModel {
   double outOfCache(double bytes) const;
   double memoryFactor(double bytes) const;
   double stepAlpha(double alphaUs, double cpu) const;
+  bool crowded() const;  // the machine's ranks outnumber its cores
 
   FabricModel model_;
   Placement placement_;
