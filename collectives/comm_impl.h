@@ -57,6 +57,7 @@ class Communicator::Impl {
   /// Records the first error, raises the host-wide abort word and publishes it in the store.
   void recordFailure(const Status& s, bool notifyPeers);
   Status health() const;
+  Status checkStalledOrder();
 
   int rank_ = 0;
   int size_ = 1;
@@ -111,6 +112,12 @@ class Communicator::Impl {
   detail::Scratch scratch_;
   uint64_t seq_ = 0;
   uint64_t nextStoreCheckNs_ = 0;
+  /// The collective this rank is running (sequence 0: none), since when, and whether it has
+  /// published itself for checkStalledOrder.
+  uint64_t curSeq_ = 0;
+  detail::Fingerprint curFp_;
+  uint64_t curSinceNs_ = 0;
+  bool curPublished_ = false;
 
   mutable std::mutex errorMu_;
   Status firstError_;

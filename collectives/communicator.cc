@@ -275,11 +275,11 @@ Status Communicator::Impl::init(CommOptions options) {
     snprintf(name, sizeof(name), "/braid-%016llx-%s-h%d", static_cast<unsigned long long>(secret_),
              tag.c_str(), hostOf_[rank_]);
     BRAID_ASSIGN_OR_RETURN(
-        segment_, detail::ShmSegment::create(name, store_.get(),
-                                             prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/",
-                                             secret_, localRanks_, localRank_,
-                                             static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
-                                             timeoutMs_, ranksOnMyMachine_));
+        segment_,
+        detail::ShmSegment::create(
+            name, store_.get(), prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/", secret_,
+            localRanks_, localRank_, static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
+            timeoutMs_, ranksOnMyMachine_));
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
@@ -428,7 +428,48 @@ Status Communicator::Impl::checkAbort() {
   uint64_t now = nowNs();
   if (now < nextStoreCheckNs_) return Status::ok();
   nextStoreCheckNs_ = now + 500000000ull;
-  return storeAbortStatus(Deadline::afterMs(0));
+  BRAID_RETURN_IF_ERROR(storeAbortStatus(Deadline::afterMs(0)));
+  return checkStalledOrder();
+}
+
+namespace {
+// "seq|collective,type,op,root,count|description" in the store's "cur/<rank>".
+std::string describeCurrent(uint64_t seq, const detail::Fingerprint& fp) {
+  return std::to_string(seq) + "|" + std::to_string(static_cast<int>(fp.collective)) + "," +
+         std::to_string(static_cast<int>(fp.type)) + "," + std::to_string(static_cast<int>(fp.op)) +
+         "," + std::to_string(fp.root) + "," + std::to_string(fp.count) + "|" + fp.describe();
+}
+}  // namespace
+
+// Ranks that called different collectives can wait on each other with nothing in flight (a tree
+// reduce on one side, a tree broadcast on the other: each waits to receive), so no message can
+// carry the mismatch, and it would end as a timeout. A collective still running after a second
+// therefore publishes what it is in the store, and compares it with the peers it waits for: the
+// same sequence number with a different collective is the caller's error, reported as such.
+Status Communicator::Impl::checkStalledOrder() {
+  if (curSeq_ == 0 || !p2p_ || nowNs() - curSinceNs_ < 1000000000ull) return Status::ok();
+  const std::string mine = describeCurrent(curSeq_, curFp_);
+  if (!curPublished_) {
+    (void)store_->set(prefix_ + "cur/" + std::to_string(rank_), toBytes(mine));
+    curPublished_ = true;
+  }
+  const size_t bar = mine.find('|', mine.find('|') + 1);
+  for (int q : p2p_->pendingPeers()) {
+    auto v = store_->get(prefix_ + "cur/" + std::to_string(q), Deadline::afterMs(0));
+    if (!v.isOk()) continue;
+    const std::string theirs = fromBytes(*v);
+    const size_t tbar = theirs.find('|', theirs.find('|') + 1);
+    if (tbar == std::string::npos || theirs.compare(0, theirs.find('|') + 1, mine, 0, mine.find('|') + 1) != 0) {
+      continue;  // another collective of theirs (an older record), or unreadable
+    }
+    if (theirs.compare(0, tbar, mine, 0, bar) == 0) continue;  // the same collective
+    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
+                        " issued #" + std::to_string(curSeq_) + " " + curFp_.describe() +
+                        " but rank " + std::to_string(q) + " issued #" + std::to_string(curSeq_) +
+                        " " + theirs.substr(tbar + 1) +
+                        "; every rank must issue the same collectives in the same order");
+  }
+  return Status::ok();
 }
 
 // The abort record in the store is "<code>|<message>", written by the first rank that failed.
@@ -536,7 +577,12 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   a.hostOf = &hostOf_;
   a.hostShm = segment_.get();
   if (segment_ && collective) segment_->announce(a.seq, fp);
+  curSeq_ = a.seq;
+  curFp_ = fp;
+  curSinceNs_ = nowNs();
+  curPublished_ = false;
   Status s = body(a);
+  curSeq_ = 0;
   bool publish = true;
   if (!s.isOk() && s.code() == Code::kTimeout && !p2p_->stalledPeers().empty()) {
     s = explainTimeout(s);

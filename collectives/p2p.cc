@@ -156,6 +156,17 @@ Status P2p::progress(bool* progressed) {
   return Status::ok();
 }
 
+std::vector<int> P2p::pendingPeers() const {
+  std::vector<int> peers;
+  for (size_t i = firstPending_; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    if (!op.done && std::find(peers.begin(), peers.end(), op.peer) == peers.end()) {
+      peers.push_back(op.peer);
+    }
+  }
+  return peers;
+}
+
 Status P2p::timeoutStatus() {
   // Name each peer (and direction) that still owes this rank something, once.
   std::vector<uint8_t> seen(static_cast<size_t>(size_) * 2, 0);

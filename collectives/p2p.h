@@ -79,6 +79,8 @@ class P2p {
 
   /// After a kTimeout from wait(): the peers this rank was still waiting for.
   const std::vector<int>& stalledPeers() const { return stalledPeers_; }
+  /// The peers of the operations still pending, each once.
+  std::vector<int> pendingPeers() const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }

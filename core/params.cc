@@ -288,7 +288,8 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_RING_BYTES", ParamType::kInt, "4194304", "",
        "Size in bytes of each shared-memory connection's ring buffer (suffixes k, m, g)"},
       {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", "",
-       "Pipelining chunk in bytes of the ring and tree algorithms (suffixes k, m, g)"},
+       "Pipelining chunk in bytes of the ring and tree algorithms, and the piece of the "
+       "hierarchical all-reduce (at most a quarter segment slot; suffixes k, m, g)"},
       {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
        "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
        "(suffixes k, m, g)"},

@@ -260,8 +260,8 @@ class Hierarchical {
     if (m == 0) return Status::ok();
     const int other = 1 - inter.rank;
     net_.begin(inter.seq, inter.fp);
-    BRAID_RETURN_IF_ERROR(net_.sendRecv(inter.peer(other), shard, m * es_, inter.peer(other),
-                                        interTmp_, m * es_));
+    BRAID_RETURN_IF_ERROR(
+        net_.sendRecv(inter.peer(other), shard, m * es_, inter.peer(other), interTmp_, m * es_));
     if (inter.rank == 0) {
       inter.reduce(shard, shard, interTmp_, m);
     } else {

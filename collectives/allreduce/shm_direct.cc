@@ -44,7 +44,8 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     const size_t bytes = n * es;
     const uint64_t g = seg->nextGeneration();
     const int h = static_cast<int>(g & 1);
-    const bool small = bytes <= (seg->oversubscribed() ? kSmallBytesCrowded : kSmallBytes) || p == 1;
+    const bool small =
+        bytes <= (seg->oversubscribed() ? kSmallBytesCrowded : kSmallBytes) || p == 1;
     // Large chunks: this rank's own shard is reduced straight from its input, so only the
     // other ranks' shards need publishing (saves 1/p of the copy).
     const size_t lo = small ? 0 : blockStart(n, p, me);

@@ -9,8 +9,8 @@
 namespace braid::detail {
 namespace {
 
-constexpr size_t kShmSmallBytes = 16 * 1024;           // allreduce/shm_direct.cc's small path,
-constexpr size_t kShmSmallBytesCrowded = 64 * 1024;    // and with more ranks than cores
+constexpr size_t kShmSmallBytes = 16 * 1024;             // allreduce/shm_direct.cc's small path,
+constexpr size_t kShmSmallBytesCrowded = 64 * 1024;      // and with more ranks than cores
 constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
 
 int ceilLog2(int p) {
@@ -289,7 +289,8 @@ double CostModel::memoryFactor(double bytes) const {
 double CostModel::cpuShare(int activeOnHost) const {
   // Emulated hosts on one machine: the same step runs on each of them at once, so the ranks that
   // share the machine's cores are the active ones of every host there (ranks that wait yield).
-  const int active = std::min(std::max(activeOnHost, 1) * hostsPerMachine_, placement_.ranksPerMachine);
+  const int active =
+      std::min(std::max(activeOnHost, 1) * hostsPerMachine_, placement_.ranksPerMachine);
   if (model_.coresPerHost <= 0 || active <= model_.coresPerHost) return 1;
   return static_cast<double>(active) / model_.coresPerHost;
 }
@@ -374,7 +375,8 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
     const LinkCost& l = inter ? model_.inter : model_.intra;
     const double cpu = cpuShare(treeLevelActive_[k]);
     // The wire of an inter-host edge is not slowed by shared cores; a copy through memory is.
-    const double edge = stepAlpha(l.alphaUs, cpu) + cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
+    const double edge = stepAlpha(l.alphaUs, cpu) +
+                        cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
                         (reduce ? cpu * cb * model_.gammaUsPerByte * mem : 0);
     first += edge;
     slowest = std::max(slowest, edge);
@@ -431,7 +433,8 @@ double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss
     return t;
   }
   if (hosts == 2 && bytes < kHierInterHdBytes) {  // one exchange of the whole shard
-    return stepAlpha(l.alphaUs, cpu) + S * l.beta(true, S, miss) * share + S * model_.gammaUsPerByte * cpu;
+    return stepAlpha(l.alphaUs, cpu) + S * l.beta(true, S, miss) * share +
+           S * model_.gammaUsPerByte * cpu;
   }
   const double H = hosts;
   return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S / H, miss) * share) +
@@ -493,8 +496,8 @@ std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) 
 }
 
 size_t CostModel::bestChunk(SelCollective c, const std::string& algo, size_t bytes) const {
-  if (c != SelCollective::kAllReduce ||
-      (algo != "hierarchical" && algo != "hierarchical_leader") || !unavailableWhy(c, algo).empty()) {
+  if (c != SelCollective::kAllReduce || (algo != "hierarchical" && algo != "hierarchical_leader") ||
+      !unavailableWhy(c, algo).empty()) {
     return 0;
   }
   size_t best = 0;

@@ -21,6 +21,7 @@ struct Case {
   const char* scenario;
   const char* transport;
   int ranks;
+  const char* algo = "";  // BRAID_ALGO
 };
 
 class FaultTest : public ::testing::TestWithParam<Case> {};
@@ -31,6 +32,7 @@ TEST_P(FaultTest, EverySurvivorReportsTheFault) {
   options.ranks = c.ranks;
   options.argv = {BRAID_CHECK_BINARY, "--scenario", c.scenario};
   options.env = {{"BRAID_TRANSPORT", c.transport}, {"BRAID_TIMEOUT_MS", "5000"}};
+  if (*c.algo != '\0') options.env.push_back({"BRAID_ALGO", c.algo});
   options.timeoutMs = 60000;
   auto result = launchLocalRanks(options);
   // The victim's fault stamp (collectives_check.cc), named after this launcher's pid.
@@ -52,10 +54,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"kill", "auto", 4}, Case{"kill", "tcp", 4}, Case{"kill", "auto", 2},
                       Case{"stall", "auto", 3}, Case{"stall", "tcp", 4},
                       Case{"mismatch-count", "auto", 4}, Case{"mismatch-count", "tcp", 3},
-                      Case{"mismatch-order", "auto", 4}, Case{"mismatch-order", "tcp", 5}),
+                      Case{"mismatch-order", "auto", 4}, Case{"mismatch-order", "tcp", 5},
+                      // A tree all-reduce against tree broadcasts: every rank waits to receive,
+                      // nothing is in flight to carry the mismatch (found through the store).
+                      Case{"mismatch-order", "tcp", 4, "allreduce:tree"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = std::string(info.param.scenario) + "_" + info.param.transport + "_" +
                          std::to_string(info.param.ranks);
+      if (*info.param.algo != '\0') name += "_" + std::string(info.param.algo).substr(10);
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
