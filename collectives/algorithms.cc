@@ -1,5 +1,6 @@
 #include "collectives/algorithms.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace braid::detail {
@@ -15,6 +16,40 @@ uint8_t* Scratch::get(size_t bytes) {
 
 void copyIfDistinct(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+HostPlan makeHostPlan(const CollArgs& a, bool leader) {
+  HostPlan plan;
+  if (a.hostOf == nullptr || static_cast<int>(a.hostOf->size()) != a.size) {
+    // No layout: one host.
+    for (int r = 0; r < a.size; ++r) plan.localRanks.push_back(r);
+    plan.local = a.rank;
+    plan.shards = leader ? 1 : a.size;
+    plan.group.push_back(a.rank);
+    return plan;
+  }
+  const std::vector<int>& hostOf = *a.hostOf;
+  for (int h : hostOf) plan.numHosts = std::max(plan.numHosts, h + 1);
+  std::vector<int> perHost(static_cast<size_t>(plan.numHosts), 0);
+  plan.host = hostOf[a.rank];
+  for (int r = 0; r < a.size; ++r) {
+    if (hostOf[r] == plan.host) {
+      if (r == a.rank) plan.local = static_cast<int>(plan.localRanks.size());
+      plan.localRanks.push_back(r);
+    }
+    ++perHost[hostOf[r]];
+  }
+  const int fewest = *std::min_element(perHost.begin(), perHost.end());
+  plan.uniform = fewest == *std::max_element(perHost.begin(), perHost.end());
+  plan.shards = std::min(leader ? 1 : fewest, kMaxLocalRanks);
+  if (plan.local < plan.shards) {
+    std::vector<int> seen(static_cast<size_t>(plan.numHosts), 0);
+    plan.group.assign(static_cast<size_t>(plan.numHosts), -1);
+    for (int r = 0; r < a.size; ++r) {
+      if (seen[hostOf[r]]++ == plan.local) plan.group[hostOf[r]] = r;
+    }
+  }
+  return plan;
 }
 
 const char* allReduceAlgoName(AllReduceAlgo algo) {

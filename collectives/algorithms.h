@@ -30,6 +30,8 @@ struct CollArgs {
   P2p* p2p = nullptr;
   ShmSegment* shm = nullptr;  ///< set when every rank is on this host
   Scratch* scratch = nullptr;
+  /// A second buffer, for an algorithm that runs others inside it (they use `scratch`).
+  Scratch* outerScratch = nullptr;
   uint64_t seq = 0;
   Fingerprint fp;
   DataType type = DataType::kFloat32;
@@ -40,9 +42,10 @@ struct CollArgs {
   int rank = 0;
   int size = 1;
   /// The ranks this call runs over: member i is global rank group[i], and rank/size above are
-  /// this rank's index in the group and the group's size. Null: every rank, 0..size−1. Ring and
-  /// halving/doubling honour it (the hierarchical all-reduce runs them over same-local-index
-  /// ranks of every host).
+  /// this rank's index in the group and the group's size. Null: every rank, 0..size−1. The
+  /// ring all-reduce, reduce-scatter and all-gather and halving/doubling honour it (the
+  /// hierarchical algorithms run them over the ranks of a host, or over same-local-index ranks
+  /// of every host).
   const int* group = nullptr;
   int peer(int member) const { return group != nullptr ? group[member] : member; }
   /// Host layout, for the hierarchical all-reduce: host index of every global rank, and this
@@ -71,6 +74,27 @@ Status reduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t 
 Status allToAllPairwise(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
 Status barrierDissemination(const CollArgs& a);
 Status barrierShm(const CollArgs& a);
+
+/// This rank's view of the host layout for one call of a hierarchical algorithm.
+struct HostPlan {
+  int numHosts = 1;
+  int host = 0;                 ///< this rank's host index
+  int local = 0;                ///< this rank's index on its host
+  int shards = 1;               ///< k: local ranks 0..k−1 of every host own one shard each
+  bool uniform = true;          ///< every host holds the same number of ranks
+  std::vector<int> localRanks;  ///< global ranks on this host, in order
+  std::vector<int> group;       ///< owners only: the rank with this local index on every host
+};
+/// From CollArgs::hostOf (one host when unset); leader: a single shard (k = 1).
+HostPlan makeHostPlan(const CollArgs& a, bool leader);
+
+/// Hierarchical reduce-scatter and all-gather (collectives/hierarchical_rs_ag.cc), for hosts
+/// that hold the same number of ranks: the inter-host step runs among the ranks with the same
+/// local index, so each host's link carries only what the other hosts need.
+Status reduceScatterHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf,
+                                 size_t recvcount);
+Status allGatherHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf,
+                             size_t sendcount);
 
 /// The all-reduce algorithms by name, for BRAID_ALGO and the benchmark.
 enum class AllReduceAlgo {

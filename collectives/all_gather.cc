@@ -15,8 +15,8 @@ Status allGatherRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size
   copyIfDistinct(out + static_cast<size_t>(r) * blockBytes, sendbuf, blockBytes);
   P2p& net = *a.p2p;
   net.begin(a.seq, a.fp);
-  const int right = (r + 1) % p;
-  const int left = (r - 1 + p) % p;
+  const int right = a.peer((r + 1) % p);  // CollArgs::group: the ring may run over a subset
+  const int left = a.peer((r - 1 + p) % p);
   for (int s = 0; s < p - 1; ++s) {
     const size_t sendBlock = static_cast<size_t>((r - s + p) % p);
     const size_t recvBlock = static_cast<size_t>((r - s - 1 + 2 * p) % p);

@@ -104,6 +104,57 @@ std::string Communicator::selectorModel() const {
   return impl_->selector_ ? impl_->selector_->costModel().model().describe() : "none";
 }
 
+std::string Communicator::Impl::decideOther(detail::SelCollective c, size_t bytes) const {
+  const std::string& forced =
+      c == detail::SelCollective::kReduceScatter ? forcedReduceScatter_ : forcedAllGather_;
+  if (!selector_) return forced.empty() ? "ring" : forced;
+  // Hierarchical where it cannot run (a rule, an override: one host, unequal hosts) runs the
+  // ring: the algorithm checks the layout itself.
+  return selector_->decide(c, bytes, forced).algorithm;
+}
+
+namespace {
+Result<detail::SelCollective> otherCollective(const std::string& name) {
+  BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, detail::parseSelCollective(name));
+  if (c != detail::SelCollective::kReduceScatter && c != detail::SelCollective::kAllGather &&
+      c != detail::SelCollective::kAllReduce) {
+    return invalidArgument("algorithm choice is offered for allreduce, reducescatter and "
+                           "allgather, not " + name);
+  }
+  return c;
+}
+}  // namespace
+
+std::string Communicator::algorithmFor(const std::string& collective, size_t bytes) const {
+  auto c = otherCollective(collective);
+  if (!c.isOk()) return "";
+  if (*c == detail::SelCollective::kAllReduce) return allReduceAlgorithmFor(bytes);
+  return impl_->decideOther(*c, bytes);
+}
+
+Status Communicator::setAlgorithm(const std::string& collective, const std::string& name) {
+  BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, otherCollective(collective));
+  if (c == detail::SelCollective::kAllReduce) return setAllReduceAlgorithm(name == "auto" ? "" : name);
+  std::string canonical;
+  if (!name.empty() && name != "auto") {
+    BRAID_ASSIGN_OR_RETURN(canonical, detail::canonicalAlgorithm(c, name));
+  }
+  (c == detail::SelCollective::kReduceScatter ? impl_->forcedReduceScatter_
+                                              : impl_->forcedAllGather_) = canonical;
+  return Status::ok();
+}
+
+double Communicator::predictedUs(const std::string& collective, size_t bytes,
+                                 const std::string& algorithm) const {
+  auto c = otherCollective(collective);
+  if (!c.isOk() || !impl_->selector_) return -1;
+  if (*c == detail::SelCollective::kAllReduce) return allReducePredictedUs(bytes, algorithm);
+  const std::string a = algorithm.empty() ? impl_->decideOther(*c, bytes) : algorithm;
+  auto canonical = detail::canonicalAlgorithm(*c, a);
+  if (!canonical.isOk()) return -1;
+  return impl_->selector_->costModel().predictUs(*c, *canonical, bytes);
+}
+
 Status Communicator::setAllReduceAlgorithm(const std::string& name) {
   BRAID_ASSIGN_OR_RETURN(detail::AllReduceAlgo algo, detail::parseAllReduceAlgo(name));
   if (algo == detail::AllReduceAlgo::kShm && impl_->numHosts_ > 1) {
@@ -206,8 +257,12 @@ Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* s
   // In place: recvbuf is this rank's block of sendbuf.
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, total, recvbuf, block,
                                      static_cast<const uint8_t*>(recvbuf) - block * rank_));
+  const bool hier = decideOther(detail::SelCollective::kReduceScatter, total) == "hierarchical";
   return Op{makeFp(Collective::kReduceScatter, recvcount, type, op, -1),
-            [=](const detail::CollArgs& a) { return detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount); }};
+            [=](const detail::CollArgs& a) {
+              return hier ? detail::reduceScatterHierarchical(a, sendbuf, recvbuf, recvcount)
+                          : detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount);
+            }};
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendbuf, void* recvbuf,
@@ -222,8 +277,12 @@ Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendb
   // In place: sendbuf is this rank's block of recvbuf.
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, block, recvbuf, total,
                                      static_cast<const uint8_t*>(recvbuf) + block * rank_));
+  const bool hier = decideOther(detail::SelCollective::kAllGather, total) == "hierarchical";
   return Op{makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1),
-            [=](const detail::CollArgs& a) { return detail::allGatherRing(a, sendbuf, recvbuf, sendcount); }};
+            [=](const detail::CollArgs& a) {
+              return hier ? detail::allGatherHierarchical(a, sendbuf, recvbuf, sendcount)
+                          : detail::allGatherRing(a, sendbuf, recvbuf, sendcount);
+            }};
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendbuf, void* recvbuf,

@@ -82,6 +82,10 @@ class Communicator::Impl {
   const std::string& storePrefix() const { return prefix_; }
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
+  /// Algorithms forced through setAlgorithm for reduce-scatter and all-gather ("" = automatic).
+  std::string forcedReduceScatter_, forcedAllGather_;
+  /// The algorithm for a reduce-scatter or all-gather of `bytes` ("ring" without a selector).
+  std::string decideOther(detail::SelCollective c, size_t bytes) const;
   detail::AlgoOverrides algoOverrides_;
 
  private:
@@ -109,7 +113,7 @@ class Communicator::Impl {
   std::vector<detail::PeerLink> links_;
   std::unique_ptr<detail::ShmSegment> segment_;
   std::unique_ptr<detail::P2p> p2p_;
-  detail::Scratch scratch_;
+  detail::Scratch scratch_, outerScratch_;
   uint64_t seq_ = 0;
   uint64_t nextStoreCheckNs_ = 0;
   /// The collective this rank is running (sequence 0: none), since when, and whether it has

@@ -565,6 +565,7 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   a.p2p = p2p_.get();
   a.shm = (segment_ && numHosts_ == 1) ? segment_.get() : nullptr;
   a.scratch = &scratch_;
+  a.outerScratch = &outerScratch_;
   a.seq = collective ? ++seq_ : 0;
   a.fp = fp;
   a.type = fp.type;

@@ -24,8 +24,8 @@ Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, 
     if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, recvbuf, recvcount, p);
     return Status::ok();
   }
-  const int right = (r + 1) % p;
-  const int left = (r - 1 + p) % p;
+  const int right = a.peer((r + 1) % p);  // CollArgs::group: the ring may run over a subset
+  const int left = a.peer((r - 1 + p) % p);
   auto mod = [p](int b) { return ((b % p) + p) % p; };
   uint8_t* scratch = a.scratch->get(2 * blockBytes + 64);
   uint8_t* bufs[2] = {scratch, scratch + blockBytes};

@@ -23,7 +23,7 @@ Status allReduceRun(const BenchContext& ctx, const void* send, void* recv, size_
   return ctx.comm->allReduce(send, recv, count, ctx.type, ctx.op);
 }
 
-size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count) {
+size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*inPlace*/) {
   const Pattern& p = *ctx.pattern;
   return countMismatches(recv, p.reduced(), p.period(), p.elemSize(), count);
 }

@@ -670,7 +670,7 @@ Status RankRunner::measure(size_t count, bool inPlace, Measurement* m) {
   for (int i = 0; i < o_.check; ++i) {
     bench_.initBuffers(ctx_, send, recv, count, inPlace);
     BRAID_RETURN_IF_ERROR(bench_.run(ctx_, send, recv, count, inPlace).withContext("checked call"));
-    wrong += bench_.check(ctx_, recv, count);
+    wrong += bench_.check(ctx_, recv, count, inPlace);
   }
   // The summary travels by all-gather so that it does not depend on the algorithm under test.
   double mine[2] = {localUs, static_cast<double>(wrong)};

@@ -90,13 +90,30 @@ struct CollectiveBench {
   /// One call of the collective.
   Status (*run)(const BenchContext& ctx, const void* send, void* recv, size_t count,
                 bool inPlace) = nullptr;
-  /// Elements of the output that differ from the expected result on this rank.
-  size_t (*check)(const BenchContext& ctx, const void* recv, size_t count) = nullptr;
+  /// Elements of the output that differ from the expected result on this rank (recv as run got
+  /// it: in place, the buffer that held the input).
+  size_t (*check)(const BenchContext& ctx, const void* recv, size_t count, bool inPlace) = nullptr;
   AlgorithmHooks algorithms;
 };
 
-/// The collectives, one file each (all_reduce.cc, ...).
+/// Algorithm hooks for a collective served by Communicator's generic choice API (kCollective:
+/// "reducescatter", "allgather"): ring, and hierarchical across hosts.
+template <const char* kCollective>
+AlgorithmHooks namedCollectiveAlgorithms() {
+  AlgorithmHooks h;
+  h.candidates = [] { return std::vector<std::string>{"ring", "hierarchical"}; };
+  h.select = [](Communicator& c, const std::string& n) { return c.setAlgorithm(kCollective, n); };
+  h.chosen = [](const Communicator& c, size_t b) { return c.algorithmFor(kCollective, b); };
+  h.predictedUs = [](const Communicator& c, const std::string& n, size_t b) {
+    return c.predictedUs(kCollective, b, n);
+  };
+  return h;
+}
+
+/// The collectives, one file each (all_reduce.cc, ...), each with its own braid-perf binary.
 const CollectiveBench& allReduceBench();
+const CollectiveBench& reduceScatterBench();
+const CollectiveBench& allGatherBench();
 
 /// Parses the command line (-h lists it), launches local ranks for --ranks, or runs as one rank of
 /// an existing launch. Returns the process exit code: 0, 1 on wrong results or a failed

@@ -54,49 +54,6 @@ namespace {
 constexpr size_t kInterHalvingDoublingBytes = size_t{256} << 10;
 constexpr size_t kMinPieceBytes = size_t{64} << 10;
 
-// This rank's view of the host layout for one call.
-struct Plan {
-  int numHosts = 1;
-  int host = 0;                 // this rank's host index
-  int local = 0;                // this rank's index on its host
-  int shards = 1;               // k: local ranks 0..k−1 of every host own one shard each
-  std::vector<int> localRanks;  // global ranks on this host, in order
-  std::vector<int> group;       // owners: the rank with this local index on every host
-};
-
-Plan makePlan(const CollArgs& a, bool leader) {
-  Plan plan;
-  if (a.hostOf == nullptr || static_cast<int>(a.hostOf->size()) != a.size) {
-    // No layout: one host.
-    for (int r = 0; r < a.size; ++r) plan.localRanks.push_back(r);
-    plan.local = a.rank;
-    plan.shards = leader ? 1 : a.size;
-    plan.group.push_back(a.rank);
-    return plan;
-  }
-  const std::vector<int>& hostOf = *a.hostOf;
-  for (int h : hostOf) plan.numHosts = std::max(plan.numHosts, h + 1);
-  std::vector<int> perHost(static_cast<size_t>(plan.numHosts), 0);
-  plan.host = hostOf[a.rank];
-  for (int r = 0; r < a.size; ++r) {
-    if (hostOf[r] == plan.host) {
-      if (r == a.rank) plan.local = static_cast<int>(plan.localRanks.size());
-      plan.localRanks.push_back(r);
-    }
-    ++perHost[hostOf[r]];
-  }
-  plan.shards =
-      std::min(leader ? 1 : *std::min_element(perHost.begin(), perHost.end()), kMaxLocalRanks);
-  if (plan.local < plan.shards) {
-    std::vector<int> seen(static_cast<size_t>(plan.numHosts), 0);
-    plan.group.assign(static_cast<size_t>(plan.numHosts), -1);
-    for (int r = 0; r < a.size; ++r) {
-      if (seen[hostOf[r]]++ == plan.local) plan.group[hostOf[r]] = r;
-    }
-  }
-  return plan;
-}
-
 // The piece size must be the same on every host, with or without a segment: a quarter of the
 // segment slot that BRAID_SHM_SEGMENT_BYTES sets (rounded as ShmSegment rounds its halves).
 size_t quarterBytes() {
@@ -125,7 +82,7 @@ uint8_t* quarter(ShmSegment* seg, int i, uint64_t g) {
 // One call's state and its stages; see the schedule at the top of the file.
 class Hierarchical {
  public:
-  Hierarchical(const CollArgs& a, const Plan& plan, ShmSegment* seg, const void* sendbuf,
+  Hierarchical(const CollArgs& a, const HostPlan& plan, ShmSegment* seg, const void* sendbuf,
                void* recvbuf, size_t count)
       : a_(a),
         net_(*a.p2p),
@@ -392,7 +349,7 @@ class Hierarchical {
 
   const CollArgs& a_;
   P2p& net_;
-  const Plan& plan_;
+  const HostPlan& plan_;
   ShmSegment* seg_;
   const int nlocal_, k_, me_;
   const bool owner_;
@@ -414,7 +371,7 @@ class Hierarchical {
 Status allReduceHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
                              bool leader) {
   a.p2p->begin(a.seq, a.fp);
-  const Plan plan = makePlan(a, leader);
+  const HostPlan plan = makeHostPlan(a, leader);
   ShmSegment* seg = plan.localRanks.size() > 1 ? a.hostShm : nullptr;
   return Hierarchical(a, plan, seg, sendbuf, recvbuf, count).run();
 }

@@ -141,12 +141,13 @@ const std::vector<std::string>& modelAlgorithms(SelCollective c) {
   static const std::vector<std::string> kAllReduce = {
       "ring", "tree", "halving_doubling", "shm", "hierarchical", "hierarchical_leader"};
   static const std::vector<std::string> kRing = {"ring"};
+  static const std::vector<std::string> kRingHierarchical = {"ring", "hierarchical"};
   static const std::vector<std::string> kTree = {"tree"};
   static const std::vector<std::string> kPairwise = {"pairwise"};
   switch (c) {
     case SelCollective::kAllReduce: return kAllReduce;
     case SelCollective::kReduceScatter:
-    case SelCollective::kAllGather: return kRing;
+    case SelCollective::kAllGather: return kRingHierarchical;
     case SelCollective::kBroadcast:
     case SelCollective::kReduce: return kTree;
     case SelCollective::kAllToAll: return kPairwise;
@@ -480,10 +481,33 @@ double CostModel::hierarchicalUs(size_t bytes, bool leader, size_t chunk) const 
   return intra + inter + (c - 1) * std::max(intra, inter);
 }
 
+// hierarchical_rs_ag.cc: a ring over the L ranks of each host with packs of S/L, a ring over
+// the H hosts with blocks of S/p (the L groups share each host's link), one pass over S in
+// memory for the layout; `reduce`: reduce-scatter (γ on both rings).
+double CostModel::hierarchicalRsAgUs(size_t bytes, bool reduce) const {
+  const double S = static_cast<double>(bytes), L = maxLocal_, H = hosts_;
+  const double pack = S / L, block = S / (L * H);
+  const double miss = outOfCache(S);
+  const double cpu = cpuShare(maxLocal_);
+  const double gamma = reduce ? model_.gammaUsPerByte * memoryFactor(S) * cpu : 0;
+  double t = S * model_.copyUsPerByte * memoryFactor(S);
+  if (L > 1) {
+    t += (L - 1) * (stepAlpha(model_.intra.alphaUs, cpu) +
+                    pack * model_.intra.beta(true, pack, miss) * cpu + pack * gamma);
+  }
+  t += (H - 1) * (stepAlpha(model_.inter.alphaUs, cpu) +
+                  block * model_.inter.beta(true, block, miss) * L + block * gamma);
+  return t;
+}
+
 std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) const {
   const auto& names = modelAlgorithms(c);
   if (std::find(names.begin(), names.end(), algo) == names.end()) {
     return std::string("not an algorithm of ") + selCollectiveName(c);
+  }
+  if ((c == SelCollective::kReduceScatter || c == SelCollective::kAllGather) &&
+      algo == "hierarchical" && (hosts_ <= 1 || minLocal_ != maxLocal_)) {
+    return "needs ranks on more than one host, as many on each";
   }
   if (c != SelCollective::kAllReduce) return "";
   if (algo == "shm" && (hosts_ > 1 || !placement_.segment)) {
@@ -527,8 +551,10 @@ double CostModel::predictUs(SelCollective c, const std::string& algo, size_t byt
       if (algo == "hierarchical") return hierarchicalUs(bytes, false, chunk);
       if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true, chunk);
       return -1;
-    case SelCollective::kReduceScatter: return sumUs(reduceScatter_, S);
-    case SelCollective::kAllGather: return sumUs(allGather_, S);
+    case SelCollective::kReduceScatter:
+      return algo == "hierarchical" ? hierarchicalRsAgUs(bytes, true) : sumUs(reduceScatter_, S);
+    case SelCollective::kAllGather:
+      return algo == "hierarchical" ? hierarchicalRsAgUs(bytes, false) : sumUs(allGather_, S);
     case SelCollective::kBroadcast: return treeUs(false, bytes, chunk);
     case SelCollective::kReduce: return treeUs(true, bytes, chunk);
     case SelCollective::kAllToAll: return sumUs(allToAll_, S);

@@ -143,6 +143,7 @@ class CostModel {
   double segmentAllReduceUs(size_t bytes, int localRanks) const;
   double flatInterUs(size_t bytes, int hosts, double share, double miss) const;
   double hierarchicalUs(size_t bytes, bool leader, size_t chunk) const;
+  double hierarchicalRsAgUs(size_t bytes, bool reduce) const;
   double cpuShare(int activeOnHost) const;
   double outOfCache(double bytes) const;
   double memoryFactor(double bytes) const;

@@ -128,6 +128,13 @@ class Communicator {
   /// The selector's predicted time in microseconds of an all-reduce of `bytes` with `algorithm`
   /// ("" = the one the automatic choice uses); negative when it cannot run here or is unknown.
   double allReducePredictedUs(size_t bytes, const std::string& algorithm = "") const;
+  /// The same for reduce-scatter and all-gather ("reducescatter", "allgather": "ring", or
+  /// "hierarchical" across hosts that hold the same number of ranks); `bytes` is the whole
+  /// vector (p blocks). Every rank must force the same algorithm.
+  std::string algorithmFor(const std::string& collective, size_t bytes) const;
+  Status setAlgorithm(const std::string& collective, const std::string& name);
+  double predictedUs(const std::string& collective, size_t bytes,
+                     const std::string& algorithm = "") const;
   /// The selector's cost model in one line: α/β per link class, γ, and where they came from.
   std::string selectorModel() const;
 

@@ -121,11 +121,29 @@ void runAllReduceMatrix(Checker& c, const std::vector<std::string>& algos, bool 
   (void)c.comm->setAllReduceAlgorithm("auto");
 }
 
+void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bool rootedToo);
+
+// Reduce-scatter and all-gather once per algorithm (the hierarchical ones when the ranks span
+// hosts); reduce and broadcast once.
 void runOtherCollectives(Checker& c, bool quick) {
+  std::vector<std::string> algos = {"ring"};
+  if (c.comm->numHosts() > 1) algos.push_back("hierarchical");
+  for (size_t i = 0; i < algos.size(); ++i) {
+    if (!c.ok(c.comm->setAlgorithm("reducescatter", algos[i]), "force reducescatter " + algos[i]) ||
+        !c.ok(c.comm->setAlgorithm("allgather", algos[i]), "force allgather " + algos[i])) {
+      continue;
+    }
+    runOtherCollectivesWith(c, quick, algos[i], i == 0);
+  }
+  (void)c.comm->setAlgorithm("reducescatter", "auto");
+  (void)c.comm->setAlgorithm("allgather", "auto");
+}
+
+void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bool rootedToo) {
   const int p = c.comm->size(), r = c.comm->rank();
   const std::vector<size_t> counts = {0, 1, 7, 1023, quick ? size_t{65537} : (size_t{1} << 20) + 3};
   std::vector<uint8_t> a, b;
-  uint32_t salt = 100000;
+  uint32_t salt = rootedToo ? 100000 : 200000;
   for (DataType t : kTypes) {
     const size_t es = dataTypeSize(t);
     for (size_t count : counts) {
@@ -139,12 +157,13 @@ void runOtherCollectives(Checker& c, bool quick) {
           b.assign(std::max<size_t>(count * es, 1), 0);
           for (size_t i = 0; i < count * p; ++i) storeValue(t, a.data(), i, testValue(t, op, r, i, salt));
           void* out = inplace ? a.data() + count * es * r : b.data();
-          std::string name = caseName("reducescatter", "ring", t, op, count, inplace);
+          std::string name = caseName("reducescatter", algo, t, op, count, inplace);
           if (c.ok(c.comm->reduceScatter(a.data(), out, count, t, op), name)) {
             compare(c, name, t, op, out, count,
                     [&](size_t i) { return expectedReduce(t, op, p, r * count + i, salt); });
           }
           // reduce to a varying root.
+          if (!rootedToo) continue;
           ++salt;
           const int root = static_cast<int>((count + salt) % p);
           a.assign(std::max<size_t>(count * es, 1), 0);
@@ -165,12 +184,13 @@ void runOtherCollectives(Checker& c, bool quick) {
         b.assign(std::max<size_t>(count * es * p, 1), 0);
         uint8_t* in = inplace ? b.data() + count * es * r : a.data();
         for (size_t i = 0; i < count; ++i) storeValue(t, in, i, testValue(t, none, r, i, salt));
-        std::string name = caseName("allgather", "ring", t, none, count, inplace);
+        std::string name = caseName("allgather", algo, t, none, count, inplace);
         if (c.ok(c.comm->allGather(in, b.data(), count, t), name)) {
           compare(c, name, t, none, b.data(), count * p,
                   [&](size_t i) { return testValue(t, none, static_cast<int>(i / std::max<size_t>(count, 1)), i % std::max<size_t>(count, 1), salt); });
         }
         // broadcast from a varying root.
+        if (!rootedToo) continue;
         ++salt;
         const int root = static_cast<int>((count + salt) % p);
         a.assign(std::max<size_t>(count * es, 1), 0);
