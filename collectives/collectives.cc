@@ -118,8 +118,8 @@ Result<detail::SelCollective> otherCollective(const std::string& name) {
   BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, detail::parseSelCollective(name));
   if (c != detail::SelCollective::kReduceScatter && c != detail::SelCollective::kAllGather &&
       c != detail::SelCollective::kAllReduce) {
-    return invalidArgument("algorithm choice is offered for allreduce, reducescatter and "
-                           "allgather, not " + name);
+    return invalidArgument("algorithm choice is offered for allreduce, reducescatter and allgather, "
+                           "not " + name);
   }
   return c;
 }
@@ -134,7 +134,9 @@ std::string Communicator::algorithmFor(const std::string& collective, size_t byt
 
 Status Communicator::setAlgorithm(const std::string& collective, const std::string& name) {
   BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, otherCollective(collective));
-  if (c == detail::SelCollective::kAllReduce) return setAllReduceAlgorithm(name == "auto" ? "" : name);
+  if (c == detail::SelCollective::kAllReduce) {
+    return setAllReduceAlgorithm(name == "auto" ? "" : name);
+  }
   std::string canonical;
   if (!name.empty() && name != "auto") {
     BRAID_ASSIGN_OR_RETURN(canonical, detail::canonicalAlgorithm(c, name));

@@ -459,7 +459,8 @@ Status Communicator::Impl::checkStalledOrder() {
     if (!v.isOk()) continue;
     const std::string theirs = fromBytes(*v);
     const size_t tbar = theirs.find('|', theirs.find('|') + 1);
-    if (tbar == std::string::npos || theirs.compare(0, theirs.find('|') + 1, mine, 0, mine.find('|') + 1) != 0) {
+    if (tbar == std::string::npos ||
+        theirs.compare(0, theirs.find('|') + 1, mine, 0, mine.find('|') + 1) != 0) {
       continue;  // another collective of theirs (an older record), or unreadable
     }
     if (theirs.compare(0, tbar, mine, 0, bar) == 0) continue;  // the same collective

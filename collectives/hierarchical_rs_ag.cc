@@ -77,7 +77,8 @@ Status allGatherHierarchical(const CollArgs& a, const void* sendbuf, void* recvb
   const size_t packBytes = b * static_cast<size_t>(l.hosts);
   uint8_t* stage = a.outerScratch->get(packBytes * static_cast<size_t>(l.local) + 64);
   uint8_t* myPack = stage + packBytes * static_cast<size_t>(l.plan.local);
-  BRAID_RETURN_IF_ERROR(allGatherRing(over(a, l.plan.group, l.plan.host), sendbuf, myPack, sendcount));
+  BRAID_RETURN_IF_ERROR(
+      allGatherRing(over(a, l.plan.group, l.plan.host), sendbuf, myPack, sendcount));
   BRAID_RETURN_IF_ERROR(allGatherRing(over(a, l.localGroup, l.plan.local), myPack, stage,
                                       sendcount * static_cast<size_t>(l.hosts)));
   const std::vector<int> g = globalRanks(a, l.hosts, l.local);

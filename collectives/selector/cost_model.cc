@@ -147,7 +147,8 @@ const std::vector<std::string>& modelAlgorithms(SelCollective c) {
   switch (c) {
     case SelCollective::kAllReduce: return kAllReduce;
     case SelCollective::kReduceScatter:
-    case SelCollective::kAllGather: return kRingHierarchical;
+    case SelCollective::kAllGather:
+      return kRingHierarchical;
     case SelCollective::kBroadcast:
     case SelCollective::kReduce: return kTree;
     case SelCollective::kAllToAll: return kPairwise;

@@ -1,0 +1,111 @@
+// reduce_scatter and all_gather for braid-perf. The size column is the whole vector (p blocks of
+// count/p elements), as nccl-tests counts it; busbw = algbw × (n-1)/n for both.
+//   reduce_scatter: every rank contributes count elements of its pattern and ends with block
+//     `rank` of the reduction; in place, the output is that block of the input.
+//   all_gather: rank q contributes block q (its pattern from element q·count/p of the table) and
+//     every rank ends with all of them; in place, the input is this rank's block of the output.
+#include <string>
+#include <vector>
+
+#include "bench/perf/harness.h"
+
+namespace braid::perf {
+namespace {
+
+double busBwFactor(int ranks) { return ranks > 0 ? static_cast<double>(ranks - 1) / ranks : 0.0; }
+
+size_t blockCount(const BenchContext& ctx, size_t count) {
+  return count / static_cast<size_t>(ctx.ranks);
+}
+
+// Byte offset of this rank's block in a p-block buffer.
+size_t ownBlock(const BenchContext& ctx, size_t count) {
+  return static_cast<size_t>(ctx.rank) * blockCount(ctx, count) * ctx.pattern->elemSize();
+}
+
+template <const char* kCollective>
+CollectiveBench makeBench(const char* name,
+                          void (*init)(const BenchContext&, void*, void*, size_t, bool),
+                          Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
+                          size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
+  CollectiveBench b;
+  b.name = name;
+  b.busBwFactor = busBwFactor;
+  b.initBuffers = init;
+  b.run = run;
+  b.check = check;
+  b.algorithms = namedCollectiveAlgorithms<kCollective>();
+  return b;
+}
+
+// --- reduce_scatter -----------------------------------------------------------------------------
+
+void rsInit(const BenchContext& ctx, void* send, void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  fillPeriodic(send, p.contribution(ctx.rank), p.period(), p.elemSize(), count);
+  if (!inPlace) poison(recv, blockCount(ctx, count) * p.elemSize());
+}
+
+Status rsRun(const BenchContext& ctx, const void* send, void* recv, size_t count, bool inPlace) {
+  uint8_t* out = static_cast<uint8_t*>(recv) + (inPlace ? ownBlock(ctx, count) : 0);
+  return ctx.comm->reduceScatter(send, out, blockCount(ctx, count), ctx.type, ctx.op);
+}
+
+size_t rsCheck(const BenchContext& ctx, const void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  const size_t bc = blockCount(ctx, count);
+  const uint8_t* out = static_cast<const uint8_t*>(recv) + (inPlace ? ownBlock(ctx, count) : 0);
+  return countMismatches(out, p.reduced(), p.period(), p.elemSize(), bc,
+                         static_cast<size_t>(ctx.rank) * bc);
+}
+
+// --- all_gather ---------------------------------------------------------------------------------
+
+const void* agInput(const BenchContext& ctx, const void* send, void* recv, size_t count,
+                    bool inPlace) {
+  return inPlace ? static_cast<const uint8_t*>(recv) + ownBlock(ctx, count) : send;
+}
+
+void agInit(const BenchContext& ctx, void* send, void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  const size_t bc = blockCount(ctx, count);
+  poison(recv, count * p.elemSize());
+  fillPeriodic(const_cast<void*>(agInput(ctx, send, recv, count, inPlace)),
+               p.contribution(ctx.rank), p.period(), p.elemSize(), bc,
+               static_cast<size_t>(ctx.rank) * bc);
+}
+
+Status agRun(const BenchContext& ctx, const void* send, void* recv, size_t count, bool inPlace) {
+  return ctx.comm->allGather(agInput(ctx, send, recv, count, inPlace), recv, blockCount(ctx, count),
+                             ctx.type);
+}
+
+size_t agCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*inPlace*/) {
+  const Pattern& p = *ctx.pattern;
+  const size_t bc = blockCount(ctx, count);
+  size_t wrong = 0;
+  for (int q = 0; q < ctx.ranks; ++q) {
+    const size_t first = static_cast<size_t>(q) * bc;
+    wrong += countMismatches(static_cast<const uint8_t*>(recv) + first * p.elemSize(),
+                             p.contribution(q), p.period(), p.elemSize(), bc, first);
+  }
+  return wrong;
+}
+
+constexpr char kReduceScatter[] = "reducescatter";
+constexpr char kAllGather[] = "allgather";
+
+}  // namespace
+
+const CollectiveBench& reduceScatterBench() {
+  static const CollectiveBench kBench =
+      makeBench<kReduceScatter>("reduce_scatter", rsInit, rsRun, rsCheck);
+  return kBench;
+}
+
+const CollectiveBench& allGatherBench() {
+  static const CollectiveBench kBench = makeBench<kAllGather>("all_gather", agInit, agRun, agCheck);
+  return kBench;
+}
+
+}  // namespace braid::perf
