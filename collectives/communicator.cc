@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 #include "core/log.h"
 #include "core/params.h"
@@ -226,13 +228,11 @@ Status Communicator::Impl::init(CommOptions options) {
   // Host ids are "hostname/boot id/netns:N" (or BRAID_HOST_ID): ranks whose ids differ only in the
   // network namespace are emulated hosts sharing one machine's cores.
   {
-    std::vector<std::string> machineOf(size_);
-    for (int r = 0; r < size_; ++r) machineOf[r] = hostIds[r].substr(0, hostIds[r].find("/netns:"));
-    for (int r = 0; r < size_; ++r) {
-      const int n = static_cast<int>(std::count(machineOf.begin(), machineOf.end(), machineOf[r]));
-      ranksPerMachine_ = std::max(ranksPerMachine_, n);
-      if (r == rank_) ranksOnMyMachine_ = n;
-    }
+    auto machineOf = [&](int r) { return hostIds[r].substr(0, hostIds[r].find("/netns:")); };
+    std::map<std::string, int> ranksOn;
+    for (int r = 0; r < size_; ++r) ++ranksOn[machineOf(r)];
+    for (const auto& [machine, n] : ranksOn) ranksPerMachine_ = std::max(ranksPerMachine_, n);
+    ranksOnMyMachine_ = ranksOn[machineOf(rank_)];
   }
   for (int r = 0; r < size_; ++r) {
     if (hostOf_[r] == hostOf_[rank_]) {
@@ -432,43 +432,33 @@ Status Communicator::Impl::checkAbort() {
   return checkStalledOrder();
 }
 
-namespace {
-// "seq|collective,type,op,root,count|description" in the store's "cur/<rank>".
-std::string describeCurrent(uint64_t seq, const detail::Fingerprint& fp) {
-  return std::to_string(seq) + "|" + std::to_string(static_cast<int>(fp.collective)) + "," +
-         std::to_string(static_cast<int>(fp.type)) + "," + std::to_string(static_cast<int>(fp.op)) +
-         "," + std::to_string(fp.root) + "," + std::to_string(fp.count) + "|" + fp.describe();
-}
-}  // namespace
-
 // Ranks that called different collectives can wait on each other with nothing in flight (a tree
 // reduce on one side, a tree broadcast on the other: each waits to receive), so no message can
 // carry the mismatch, and it would end as a timeout. A collective still running after a second
-// therefore publishes what it is in the store, and compares it with the peers it waits for: the
-// same sequence number with a different collective is the caller's error, reported as such.
+// therefore publishes what it is in the store ("cur/<rank>": sequence, packed fingerprint,
+// count), and compares it with the peers it waits for: the same sequence number with a different
+// collective is the caller's error, reported as such.
 Status Communicator::Impl::checkStalledOrder() {
   if (curSeq_ == 0 || !p2p_ || nowNs() - curSinceNs_ < 1000000000ull) return Status::ok();
-  const std::string mine = describeCurrent(curSeq_, curFp_);
   if (!curPublished_) {
+    const std::string mine = std::to_string(curSeq_) + " " +
+                             std::to_string(detail::packFingerprint(curFp_)) + " " +
+                             std::to_string(curFp_.count);
     (void)store_->set(prefix_ + "cur/" + std::to_string(rank_), toBytes(mine));
     curPublished_ = true;
   }
-  const size_t bar = mine.find('|', mine.find('|') + 1);
   for (int q : p2p_->pendingPeers()) {
     auto v = store_->get(prefix_ + "cur/" + std::to_string(q), Deadline::afterMs(0));
     if (!v.isOk()) continue;
-    const std::string theirs = fromBytes(*v);
-    const size_t tbar = theirs.find('|', theirs.find('|') + 1);
-    if (tbar == std::string::npos ||
-        theirs.compare(0, theirs.find('|') + 1, mine, 0, mine.find('|') + 1) != 0) {
-      continue;  // another collective of theirs (an older record), or unreadable
+    unsigned long long seq = 0, word = 0, count = 0;
+    if (std::sscanf(fromBytes(*v).c_str(), "%llu %llu %llu", &seq, &word, &count) != 3 ||
+        seq != curSeq_) {
+      continue;  // unreadable, or another collective of theirs (an older record)
     }
-    if (theirs.compare(0, tbar, mine, 0, bar) == 0) continue;  // the same collective
-    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
-                        " issued #" + std::to_string(curSeq_) + " " + curFp_.describe() +
-                        " but rank " + std::to_string(q) + " issued #" + std::to_string(curSeq_) +
-                        " " + theirs.substr(tbar + 1) +
-                        "; every rank must issue the same collectives in the same order");
+    const detail::Fingerprint theirs = detail::unpackFingerprint(word, count);
+    if (theirs != curFp_) {
+      return detail::collectiveMismatch(rank_, curSeq_, curFp_, q, seq, theirs);
+    }
   }
   return Status::ok();
 }

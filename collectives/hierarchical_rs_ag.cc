@@ -32,8 +32,7 @@ namespace {
 // The staging area of p blocks, [j][h], and this rank's view of the layout. Null when the
 // placement does not suit (one host, unequal hosts).
 struct Layout {
-  HostPlan plan;
-  std::vector<int> localGroup;  // the ranks of this host, by local index
+  HostPlan plan;  // plan.localRanks: the ranks of this host, by local index
   int hosts = 1, local = 1;
 };
 
@@ -43,7 +42,6 @@ bool makeLayout(const CollArgs& a, Layout* out) {
   if (plan.numHosts <= 1 || !plan.uniform || a.outerScratch == nullptr) return false;
   out->hosts = plan.numHosts;
   out->local = static_cast<int>(plan.localRanks.size());
-  out->localGroup = plan.localRanks;
   return static_cast<int>(plan.group.size()) == out->hosts;
 }
 
@@ -79,7 +77,7 @@ Status allGatherHierarchical(const CollArgs& a, const void* sendbuf, void* recvb
   uint8_t* myPack = stage + packBytes * static_cast<size_t>(l.plan.local);
   BRAID_RETURN_IF_ERROR(
       allGatherRing(over(a, l.plan.group, l.plan.host), sendbuf, myPack, sendcount));
-  BRAID_RETURN_IF_ERROR(allGatherRing(over(a, l.localGroup, l.plan.local), myPack, stage,
+  BRAID_RETURN_IF_ERROR(allGatherRing(over(a, l.plan.localRanks, l.plan.local), myPack, stage,
                                       sendcount * static_cast<size_t>(l.hosts)));
   const std::vector<int> g = globalRanks(a, l.hosts, l.local);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
@@ -105,7 +103,7 @@ Status reduceScatterHierarchical(const CollArgs& a, const void* sendbuf, void* r
   }
   CollArgs sum = a;
   if (a.op == ReduceOp::kAvg) sum.op = ReduceOp::kSum;
-  BRAID_RETURN_IF_ERROR(reduceScatterRing(over(sum, l.localGroup, l.plan.local), stage, pack,
+  BRAID_RETURN_IF_ERROR(reduceScatterRing(over(sum, l.plan.localRanks, l.plan.local), stage, pack,
                                           recvcount * static_cast<size_t>(l.hosts)));
   BRAID_RETURN_IF_ERROR(
       reduceScatterRing(over(sum, l.plan.group, l.plan.host), pack, recvbuf, recvcount));

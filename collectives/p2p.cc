@@ -19,13 +19,35 @@ std::string Fingerprint::describe() const {
   return s + ")";
 }
 
+uint64_t packFingerprint(const Fingerprint& fp) {
+  return (uint64_t{static_cast<uint8_t>(fp.collective)} << 48) |
+         (uint64_t{static_cast<uint8_t>(fp.type)} << 40) |
+         (uint64_t{static_cast<uint8_t>(fp.op)} << 32) | static_cast<uint32_t>(fp.root);
+}
+
+Fingerprint unpackFingerprint(uint64_t word, uint64_t count) {
+  Fingerprint fp;
+  fp.collective = static_cast<Collective>((word >> 48) & 0xff);
+  fp.type = static_cast<DataType>((word >> 40) & 0xff);
+  fp.op = static_cast<ReduceOp>((word >> 32) & 0xff);
+  fp.root = static_cast<int32_t>(word & 0xffffffffu);
+  fp.count = count;
+  return fp;
+}
+
+Status collectiveMismatch(int rank, uint64_t seq, const Fingerprint& fp, int otherRank,
+                          uint64_t otherSeq, const Fingerprint& otherFp) {
+  return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank) +
+                      " issued #" + std::to_string(seq) + " " + fp.describe() + " but rank " +
+                      std::to_string(otherRank) + " issued #" + std::to_string(otherSeq) + " " +
+                      otherFp.describe() +
+                      "; every rank must issue the same collectives in the same order");
+}
+
 transport::Meta encodeMeta(FrameKind kind, const Fingerprint& fp, uint64_t seq, int sender,
                            int code) {
   transport::Meta m{};
-  m.words[0] = (uint64_t{static_cast<uint8_t>(kind)} << 56) |
-               (uint64_t{static_cast<uint8_t>(fp.collective)} << 48) |
-               (uint64_t{static_cast<uint8_t>(fp.type)} << 40) |
-               (uint64_t{static_cast<uint8_t>(fp.op)} << 32) | static_cast<uint32_t>(fp.root);
+  m.words[0] = (uint64_t{static_cast<uint8_t>(kind)} << 56) | packFingerprint(fp);
   m.words[1] = seq;
   m.words[2] = fp.count;
   m.words[3] = (uint64_t{static_cast<uint32_t>(sender)} << 32) | static_cast<uint32_t>(code);
@@ -35,12 +57,8 @@ transport::Meta encodeMeta(FrameKind kind, const Fingerprint& fp, uint64_t seq, 
 void decodeMeta(const transport::Meta& m, FrameKind* kind, Fingerprint* fp, uint64_t* seq,
                 int* sender, int* code) {
   *kind = static_cast<FrameKind>(m.words[0] >> 56);
-  fp->collective = static_cast<Collective>((m.words[0] >> 48) & 0xff);
-  fp->type = static_cast<DataType>((m.words[0] >> 40) & 0xff);
-  fp->op = static_cast<ReduceOp>((m.words[0] >> 32) & 0xff);
-  fp->root = static_cast<int32_t>(m.words[0] & 0xffffffffu);
+  *fp = unpackFingerprint(m.words[0] & ((uint64_t{1} << 56) - 1), m.words[2]);
   *seq = m.words[1];
-  fp->count = m.words[2];
   *sender = static_cast<int>(m.words[3] >> 32);
   *code = static_cast<int>(m.words[3] & 0xffffffffu);
 }
@@ -90,11 +108,7 @@ Status P2p::checkRecvMeta(const Op& op) {
                          std::to_string(op.peer));
   }
   if (seq != seq_ || theirs != fp_) {
-    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
-                        " issued #" + std::to_string(seq_) + " " + fp_.describe() + " but rank " +
-                        std::to_string(op.peer) + " issued #" + std::to_string(seq) + " " +
-                        theirs.describe() +
-                        "; every rank must issue the same collectives in the same order");
+    return collectiveMismatch(rank_, seq_, fp_, op.peer, seq, theirs);
   }
   return Status::ok();
 }

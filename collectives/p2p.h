@@ -36,6 +36,15 @@ struct Fingerprint {
   std::string describe() const;
 };
 
+/// collective | dtype | op | root in one word (the count travels beside it): the form of a
+/// fingerprint in frame metadata, in the intra-host segment and in the rendezvous store.
+uint64_t packFingerprint(const Fingerprint& fp);
+Fingerprint unpackFingerprint(uint64_t word, uint64_t count);
+
+/// kInvalidUsage for ranks that issued different collectives, naming both sides.
+Status collectiveMismatch(int rank, uint64_t seq, const Fingerprint& fp, int otherRank,
+                          uint64_t otherSeq, const Fingerprint& otherFp);
+
 /// Meta words: kind | collective | dtype | op | root, sequence, count, sender | error code.
 enum class FrameKind : uint8_t { kData = 1, kAbort = 2 };
 transport::Meta encodeMeta(FrameKind kind, const Fingerprint& fp, uint64_t seq, int sender,

@@ -47,20 +47,6 @@ struct ShmSegment::Control {
 static_assert(sizeof(ShmSegment::Control) == 5 * 64, "control block is five cache lines");
 
 namespace {
-uint64_t packFp(const Fingerprint& fp) {
-  return (uint64_t{static_cast<uint8_t>(fp.collective)} << 48) |
-         (uint64_t{static_cast<uint8_t>(fp.type)} << 40) |
-         (uint64_t{static_cast<uint8_t>(fp.op)} << 32) | static_cast<uint32_t>(fp.root);
-}
-Fingerprint unpackFp(uint64_t w, uint64_t count) {
-  Fingerprint fp;
-  fp.collective = static_cast<Collective>((w >> 48) & 0xff);
-  fp.type = static_cast<DataType>((w >> 40) & 0xff);
-  fp.op = static_cast<ReduceOp>((w >> 32) & 0xff);
-  fp.root = static_cast<int32_t>(w & 0xffffffffu);
-  fp.count = count;
-  return fp;
-}
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
@@ -186,7 +172,7 @@ uint8_t* ShmSegment::half(int i, int h) const {
 void ShmSegment::arrive(uint64_t g, uint64_t seq, const Fingerprint& fp) {
   Control* c = control(me_);
   uint64_t* f = c->fp[g & 1];
-  f[0] = packFp(fp);
+  f[0] = packFingerprint(fp);
   f[1] = seq;
   f[2] = fp.count;
   c->arrive.store(g, std::memory_order_seq_cst);
@@ -199,14 +185,14 @@ void ShmSegment::announce(uint64_t seq, const Fingerprint& fp) {
   announcedFp_ = fp;
   c->annSeq.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  c->annFp.store(packFp(fp), std::memory_order_relaxed);
+  c->annFp.store(packFingerprint(fp), std::memory_order_relaxed);
   c->annCount.store(fp.count, std::memory_order_relaxed);
   c->annSeq.store(seq, std::memory_order_release);
 }
 
 Status ShmSegment::checkAnnouncements() const {
   if (announcedSeq_ == 0) return Status::ok();
-  const uint64_t mine = packFp(announcedFp_);
+  const uint64_t mine = packFingerprint(announcedFp_);
   for (int i = 0; i < localSize(); ++i) {
     if (i == me_) continue;
     Control* c = control(i);
@@ -217,11 +203,8 @@ Status ShmSegment::checkAnnouncements() const {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (c->annSeq.load(std::memory_order_relaxed) != seq) continue;  // rewritten meanwhile
     if (fp == mine && count == announcedFp_.count) continue;
-    return invalidUsage("collective mismatch between ranks: rank " + std::to_string(localRanks_[me_]) +
-                        " issued #" + std::to_string(announcedSeq_) + " " + announcedFp_.describe() +
-                        " but rank " + std::to_string(localRanks_[i]) + " issued #" +
-                        std::to_string(seq) + " " + unpackFp(fp, count).describe() +
-                        "; every rank must issue the same collectives in the same order");
+    return collectiveMismatch(localRanks_[me_], announcedSeq_, announcedFp_, localRanks_[i], seq,
+                              unpackFingerprint(fp, count));
   }
   return Status::ok();
 }
@@ -316,14 +299,9 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
       const uint64_t* mine = control(me_)->fp[g & 1];
       const uint64_t* theirs = c->fp[g & 1];
       if (mine[0] != theirs[0] || mine[1] != theirs[1] || mine[2] != theirs[2]) {
-        Fingerprint a = unpackFp(mine[0], mine[2]);
-        Fingerprint b = unpackFp(theirs[0], theirs[2]);
-        return invalidUsage("collective mismatch between ranks: rank " +
-                            std::to_string(localRanks_[me_]) + " issued #" +
-                            std::to_string(mine[1]) + " " + a.describe() + " but rank " +
-                            std::to_string(localRanks_[i]) + " issued #" +
-                            std::to_string(theirs[1]) + " " + b.describe() +
-                            "; every rank must issue the same collectives in the same order");
+        return collectiveMismatch(localRanks_[me_], mine[1], unpackFingerprint(mine[0], mine[2]),
+                                  localRanks_[i], theirs[1],
+                                  unpackFingerprint(theirs[0], theirs[2]));
       }
     }
   }

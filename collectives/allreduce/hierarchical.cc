@@ -164,12 +164,12 @@ class Hierarchical {
         inter.size = nhosts_;
         inter.group = plan_.group.data();
         inter.op = a_.op == ReduceOp::kAvg ? ReduceOp::kSum : a_.op;
-        if (nhosts_ == 2 && m * es_ < kInterHalvingDoublingBytes) {
-          BRAID_RETURN_IF_ERROR(exchangeShard(inter, shard, m));
-        } else if (nhosts_ > 2 && m * es_ < kInterHalvingDoublingBytes) {
-          BRAID_RETURN_IF_ERROR(allReduceHalvingDoubling(inter, shard, shard, m));
-        } else {
+        if (m * es_ >= kInterHalvingDoublingBytes) {
           BRAID_RETURN_IF_ERROR(allReduceRing(inter, shard, shard, m));
+        } else if (nhosts_ == 2) {
+          BRAID_RETURN_IF_ERROR(exchangeShard(inter, shard, m));
+        } else {
+          BRAID_RETURN_IF_ERROR(allReduceHalvingDoubling(inter, shard, shard, m));
         }
       }
       if (a_.op == ReduceOp::kAvg) scaleForAvg(a_.type, shard, m, a_.size);

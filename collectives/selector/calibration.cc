@@ -280,7 +280,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v4: warm bandwidth rounds, 16 KiB and out-of-cache β; caches of older probes are ignored.
+  // v5: bandwidth rounds of one kind back to back (lower median), the hand-off's lower
+  // quartile; caches of older probes are ignored.
   std::string s = "v5 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +

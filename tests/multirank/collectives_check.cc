@@ -121,24 +121,6 @@ void runAllReduceMatrix(Checker& c, const std::vector<std::string>& algos, bool 
   (void)c.comm->setAllReduceAlgorithm("auto");
 }
 
-void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bool rootedToo);
-
-// Reduce-scatter and all-gather once per algorithm (the hierarchical ones when the ranks span
-// hosts); reduce and broadcast once.
-void runOtherCollectives(Checker& c, bool quick) {
-  std::vector<std::string> algos = {"ring"};
-  if (c.comm->numHosts() > 1) algos.push_back("hierarchical");
-  for (size_t i = 0; i < algos.size(); ++i) {
-    if (!c.ok(c.comm->setAlgorithm("reducescatter", algos[i]), "force reducescatter " + algos[i]) ||
-        !c.ok(c.comm->setAlgorithm("allgather", algos[i]), "force allgather " + algos[i])) {
-      continue;
-    }
-    runOtherCollectivesWith(c, quick, algos[i], i == 0);
-  }
-  (void)c.comm->setAlgorithm("reducescatter", "auto");
-  (void)c.comm->setAlgorithm("allgather", "auto");
-}
-
 void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bool rootedToo) {
   const int p = c.comm->size(), r = c.comm->rank();
   const std::vector<size_t> counts = {0, 1, 7, 1023, quick ? size_t{65537} : (size_t{1} << 20) + 3};
@@ -245,6 +227,22 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
       }
     }
   }
+}
+
+// Reduce-scatter and all-gather once per algorithm (the hierarchical ones when the ranks span
+// hosts); reduce and broadcast once.
+void runOtherCollectives(Checker& c, bool quick) {
+  std::vector<std::string> algos = {"ring"};
+  if (c.comm->numHosts() > 1) algos.push_back("hierarchical");
+  for (size_t i = 0; i < algos.size(); ++i) {
+    if (!c.ok(c.comm->setAlgorithm("reducescatter", algos[i]), "force reducescatter " + algos[i]) ||
+        !c.ok(c.comm->setAlgorithm("allgather", algos[i]), "force allgather " + algos[i])) {
+      continue;
+    }
+    runOtherCollectivesWith(c, quick, algos[i], i == 0);
+  }
+  (void)c.comm->setAlgorithm("reducescatter", "auto");
+  (void)c.comm->setAlgorithm("allgather", "auto");
 }
 
 // Several asynchronous all-reduces in flight, completed in order.
