@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 
+#include "braid/git_revision.h"
 #include "core/params.h"
 #include "tools/launch.h"
 #include "topology/sysfs.h"
@@ -27,9 +28,6 @@
 #endif
 #ifndef BRAID_PERF_VERSION
 #define BRAID_PERF_VERSION "unknown"
-#endif
-#ifndef BRAID_PERF_GIT
-#define BRAID_PERF_GIT "unknown"
 #endif
 #ifndef BRAID_PERF_SANITIZE
 #define BRAID_PERF_SANITIZE ""
@@ -693,7 +691,7 @@ void RankRunner::printHeader(const MachineInfo& mi) {
               mi.cpuModel.c_str(), mi.cpusOnline, mi.cpusUsable, mi.l3.c_str(), mi.memGiB,
               mi.hostname.c_str(), mi.kernel.c_str());
   std::printf("# build      : braid %s (git %s), %s, %s, flags \"%s\"%s%s\n", BRAID_PERF_VERSION,
-              BRAID_PERF_GIT, BRAID_PERF_BUILD_TYPE, compilerText().c_str(), BRAID_PERF_CXX_FLAGS,
+              BRAID_GIT_REVISION, BRAID_PERF_BUILD_TYPE, compilerText().c_str(), BRAID_PERF_CXX_FLAGS,
               *BRAID_PERF_SANITIZE ? ", sanitize=" : "", BRAID_PERF_SANITIZE);
   std::printf("# ranks      : %d on %d host(s), %d on this host; started by %s\n", ctx_.ranks,
               comm_->numHosts(), comm_->localSize(), launchDescription().c_str());
@@ -901,7 +899,7 @@ int RankRunner::run() {
               m[p].timeUs, algbw, busbw, m[p].wrong, o_.check > 0 ? "true" : "false", o_.iters,
               o_.warmup, o_.rounds, jsonEscape(transport).c_str(), jsonEscape(mi.hostname).c_str(),
               jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline, jsonEscape(compilerText()).c_str(),
-              BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION, BRAID_PERF_GIT,
+              BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION, BRAID_GIT_REVISION,
               jsonEscape(launchDescription()).c_str(), predicted);
         }
       }

@@ -48,6 +48,7 @@
 
 #include "bench/train/profiles.h"
 #include "braid/bucketer.hpp"
+#include "braid/git_revision.h"
 #include "braid/comm.hpp"
 #include "core/clock.h"
 #include "core/params.h"
@@ -280,7 +281,7 @@ int runRank(const Options& o) {
   FILE* json = nullptr;
   if (rank == 0) {
     printf("%s\n", machineLine().c_str());
-    printf("# build: braid-train-bench %s, %s\n", BRAID_TRAIN_BUILD, BRAID_TRAIN_GIT);
+    printf("# build: braid-train-bench %s, git %s\n", BRAID_TRAIN_BUILD, BRAID_GIT_REVISION);
     printf(
         "# params: ranks=%d hosts=%d steps=%d warmup=%d compute=%s scale=%g "
         "BRAID_TRANSPORT=%s BRAID_ALGO='%s' BRAID_TIMEOUT_MS=%s\n",
