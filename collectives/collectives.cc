@@ -1,9 +1,13 @@
 // The Communicator's public operations: argument checks (bad input is rejected before anything
 // is sent, and leaves the communicator usable), fingerprints, and dispatch to algorithms.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "collectives/comm_impl.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 namespace braid {
 namespace {
@@ -244,6 +248,34 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
               withChunk.chunkBytes = chunk;
               return runAllReduce(withChunk, algo, sendbuf, recvbuf, count);
             }};
+}
+
+Status Communicator::Impl::measureCallOverhead() {
+  if (size_ <= 1 || selector_->costModel().model().source == "default") return Status::ok();
+  // 8 bytes: the model's transfer terms are then almost only its hand-offs and α, so what
+  // remains of a real call is the fixed work around them. 16 untimed calls bring the ranks in
+  // step (the first ones after creation wait for the slowest rank's set-up).
+  constexpr int kWarm = 16, kTimed = 48;
+  double in[1] = {1}, out[1] = {0};
+  BRAID_ASSIGN_OR_RETURN(Op op, allReduceOp(in, out, 1, DataType::kFloat64, ReduceOp::kSum));
+  std::vector<double> us;
+  us.reserve(kTimed);
+  for (int i = 0; i < kWarm + kTimed; ++i) {
+    const uint64_t t0 = nowNs();
+    BRAID_RETURN_IF_ERROR(run(op.fp, true, op.body));
+    if (i >= kWarm) us.push_back(static_cast<double>(nowNs() - t0) / 1000);
+  }
+  std::sort(us.begin(), us.end());
+  const detail::Decision d = selector_->decide(detail::SelCollective::kAllReduce, sizeof(double));
+  const double model = d.predictedUs >= 0 ? d.predictedUs : 0;
+  double over[1] = {std::max(0.0, us[us.size() / 2] - model)};
+  BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 1, DataType::kFloat64, ReduceOp::kMax));
+  BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree.body));
+  selector_->setCallUs(over[0]);
+  BRAID_INFO("selector: a collective call costs %.2f us beyond the model's transfer terms "
+             "(8-byte all-reduce, %s: median %.2f us, predicted %.2f us)",
+             over[0], d.algorithm.c_str(), us[us.size() / 2], model);
+  return Status::ok();
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* sendbuf,

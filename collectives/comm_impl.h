@@ -53,6 +53,10 @@ class Communicator::Impl {
   Result<Op> broadcastOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                          int root) const;
   bool hasSegment() const { return segment_ != nullptr; }
+  /// Times real 8-byte all-reduces and gives the selector's model the per-call cost its other
+  /// terms leave out (FabricModel::callUs, the largest any rank saw, so all ranks agree). Run
+  /// once, collectively, when the communicator is created; skipped with BRAID_CALIBRATION=off.
+  Status measureCallOverhead();
 
   /// Records the first error, raises the host-wide abort word and publishes it in the store.
   void recordFailure(const Status& s, bool notifyPeers);

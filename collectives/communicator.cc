@@ -284,6 +284,7 @@ Status Communicator::Impl::init(CommOptions options) {
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
+  BRAID_RETURN_IF_ERROR(measureCallOverhead().withContext("timing the collective call"));
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
              rank_, size_, hostOf_[rank_], numHosts_, localRank_, localRanks_.size(),
              transportName.c_str());

@@ -45,11 +45,11 @@ std::string FabricModel::serialize() const {
                 "inter_beta_sym_large_us_per_byte=%.6g gamma_us_per_byte=%.6g "
                 "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d llc_bytes=%.0f "
                 "intra_beta_mid_us_per_byte=%.6g intra_beta_sym_mid_us_per_byte=%.6g "
-                "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g",
+                "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g call_us=%.6g",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
-                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte);
+                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs);
   return buf;
 }
 
@@ -83,6 +83,7 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "intra_beta_sym_mid_us_per_byte") m.intra.betaSymMidUsPerByte = v;
     else if (key == "inter_beta_mid_us_per_byte") m.inter.betaMidUsPerByte = v;
     else if (key == "inter_beta_sym_mid_us_per_byte") m.inter.betaSymMidUsPerByte = v;
+    else if (key == "call_us") m.callUs = v;
     else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
@@ -104,9 +105,9 @@ std::string FabricModel::describe() const {
   };
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; %d cores/host; LLC %.0f MiB; "
-                "from %s",
-                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, coresPerHost,
+                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; call %.2f us; %d cores/host; "
+                "LLC %.0f MiB; from %s",
+                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, callUs, coresPerHost,
                 llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
@@ -541,6 +542,12 @@ double CostModel::predictUs(SelCollective c, const std::string& algo, size_t byt
                             size_t chunkBytes) const {
   if (!unavailableWhy(c, algo).empty()) return -1;
   if (placement_.size() <= 1) return 0;
+  const double t = transferUs(c, algo, bytes, chunkBytes);
+  return t < 0 ? t : t + model_.callUs;
+}
+
+double CostModel::transferUs(SelCollective c, const std::string& algo, size_t bytes,
+                             size_t chunkBytes) const {
   const size_t chunk = std::max<size_t>(chunkBytes ? chunkBytes : placement_.chunkBytes, 4096);
   const double S = static_cast<double>(bytes);
   switch (c) {

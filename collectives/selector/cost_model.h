@@ -60,6 +60,11 @@ struct FabricModel {
   double gammaUsPerByte = 1.0 / 8000.0;
   double copyUsPerByte = 1.0 / 8000.0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
+  /// The fixed software cost of one collective call (argument checks, dispatch, sequence and
+  /// fingerprint, waking the peers' polls): what a real 8-byte all-reduce takes beyond the rest
+  /// of the model, measured when a communicator is created (Communicator::Impl::
+  /// measureCallOverhead); 0 until then.
+  double callUs = 0;
   int coresPerHost = 0;  ///< 0 = unknown (no oversubscription penalty)
   /// Last-level cache of a host, shared by its ranks (decides when data falls out of cache).
   double llcBytes = kDefaultLlcBytes;
@@ -110,6 +115,7 @@ class CostModel {
   /// all-gather: the total of all blocks; all-to-all: one rank's send buffer), or a negative
   /// value when the algorithm cannot run on this placement (shm across hosts, hierarchical on one
   /// host). `chunkBytes` 0 = the placement's.
+  /// Includes FabricModel::callUs.
   double predictUs(SelCollective c, const std::string& algo, size_t bytes,
                    size_t chunkBytes = 0) const;
   /// Why `algo` cannot run here ("" when it can).
@@ -121,6 +127,8 @@ class CostModel {
   size_t bestChunk(SelCollective c, const std::string& algo, size_t bytes) const;
 
   const FabricModel& model() const { return model_; }
+  /// Sets FabricModel::callUs (before the model is shared between threads).
+  void setCallUs(double us) { model_.callUs = us; }
   const Placement& placement() const { return placement_; }
 
  private:
@@ -136,6 +144,8 @@ class CostModel {
   struct Messages {  // (src, dst) pairs of one phase, in global ranks
     std::vector<std::pair<int, int>> pairs;
   };
+  double transferUs(SelCollective c, const std::string& algo, size_t bytes,
+                    size_t chunkBytes) const;  // predictUs without the call's fixed cost
   Phase makePhase(const Messages& m, double frac, double repeat, double gammaFrac) const;
   double phaseUs(const Phase& ph, double bytes) const;
   double sumUs(const std::vector<Phase>& phases, double bytes) const;

@@ -40,6 +40,8 @@ class Selector {
   std::string explain(SelCollective c, size_t bytes, const Decision& d) const;
 
   const CostModel& costModel() const { return cost_; }
+  /// See CostModel::setCallUs; before the selector is shared between threads.
+  void setCallUs(double us) { cost_.setCallUs(us); }
   const AlgoOverrides& overrides() const { return overrides_; }
 
  private:

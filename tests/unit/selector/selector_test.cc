@@ -216,6 +216,30 @@ TEST(CostModel, DeterministicAndMonotoneInSize) {
   }
 }
 
+// The per-call cost is the same for every algorithm: it moves every prediction by itself and
+// never changes a pick.
+TEST(CostModel, CallCostShiftsEveryPredictionAlike) {
+  Selector plain(testModel(), Placement::uniform(2, 2, true), {}, {}, false);
+  Selector costly(testModel(), Placement::uniform(2, 2, true), {}, {}, false);
+  costly.setCallUs(7.5);
+  for (SelCollective c : {SelCollective::kAllReduce, SelCollective::kReduceScatter,
+                          SelCollective::kBroadcast}) {
+    for (const std::string& algo : modelAlgorithms(c)) {
+      for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+        const double t = plain.costModel().predictUs(c, algo, bytes);
+        if (t < 0) {
+          EXPECT_LT(costly.costModel().predictUs(c, algo, bytes), 0) << algo;
+          continue;
+        }
+        EXPECT_DOUBLE_EQ(costly.costModel().predictUs(c, algo, bytes), t + 7.5) << algo;
+      }
+    }
+    for (size_t bytes = 8; bytes <= (size_t{64} << 20); bytes *= 8) {
+      EXPECT_EQ(plain.decide(c, bytes).algorithm, costly.decide(c, bytes).algorithm) << bytes;
+    }
+  }
+}
+
 TEST(Selector, PrecedenceApiThenEnvThenFileThenModel) {
   auto rules = parseTuningRules("allreduce bytes=0-1K algo=tree chunk=64K\n", "rules");
   ASSERT_TRUE(rules.isOk());
@@ -293,9 +317,11 @@ TEST_F(CacheTest, CanBeTurnedOff) {
 
 TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   FabricModel m = testModel();
+  m.callUs = 0.25;
   auto back = FabricModel::parse(m.serialize());
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(back->serialize(), m.serialize());
+  EXPECT_DOUBLE_EQ(back->callUs, 0.25);
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=1").isOk());
   EXPECT_FALSE(FabricModel::parse(m.serialize() + " bogus=1").isOk());
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
