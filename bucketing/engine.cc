@@ -142,8 +142,13 @@ Status Bucketer::Impl::verifyRegistrations() {
   return invalidUsage(msg);
 }
 
-// The α-β estimate for automatic sizing: median of timed all-reduces of 1 KiB and 4 MiB (f32).
-// Every rank runs the same calls; only rank 0's figures are used (it decides the layout).
+// The bucket cost model for automatic sizing. A bucket costs the engine's wake-up and hand-over
+// (20 us), the all-reduce as the selector predicts it (its calibrated model knows the algorithm
+// it will pick at each size and prices data beyond the cache: a 94 MB bucket runs at a third of
+// the speed of a 4 MiB one on the test VM), and the copy of the result back to the gradients,
+// timed here out of cache. Without a prediction (one rank) a + b·c fitted to timed all-reduces of
+// 1 KiB and 4 MiB (f32) stands in. Every rank runs the same calls; only rank 0's figures are used
+// (it decides the layout).
 Status Bucketer::Impl::calibrate() {
   const size_t smallCount = 256, largeCount = size_t{1} << 20;
   std::vector<float> buf(largeCount, 1.0f);
@@ -162,12 +167,32 @@ Status Bucketer::Impl::calibrate() {
   double small = 0, large = 0;
   BRAID_RETURN_IF_ERROR(timeIt(smallCount, 7, &small).withContext("Bucketer calibration"));
   BRAID_RETURN_IF_ERROR(timeIt(largeCount, 3, &large).withContext("Bucketer calibration"));
-  // The engine adds a wake-up and a copy-out per bucket: count 20 us on top of the wire latency.
-  model_.aNs = small + 20000.0;
+  constexpr double kEngineNs = 20000.0;
+  model_.aNs = small + kEngineNs;
   model_.nsPerByte =
       std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
-  BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s)", model_.aNs * 1e-3,
-             model_.nsPerByte, 1.0 / model_.nsPerByte);
+  Communicator* comm = comm_;
+  if (comm->allReducePredictedUs(size_t{1} << 20) > 0) {
+    model_.aNs = kEngineNs;
+    model_.collectiveNs = [comm](size_t bytes) {
+      return 1e3 * std::max(0.0, comm->allReducePredictedUs(bytes));
+    };
+    if (!opts_.zeroCopy) {
+      // Twice 32 MiB: beyond the last-level cache of most machines, as large buckets are.
+      const size_t n = size_t{32} << 20;
+      std::vector<uint8_t> from(n, 1), to(n, 0);
+      double best = 1e30;
+      for (int i = 0; i < 2; ++i) {
+        const uint64_t t0 = nowNs();
+        std::memcpy(to.data(), from.data(), n);
+        best = std::min(best, static_cast<double>(nowNs() - t0));
+      }
+      model_.copyNsPerByte = best / static_cast<double>(n);
+    }
+  }
+  BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s); buckets priced %s",
+             (small + kEngineNs) * 1e-3, model_.nsPerByte, 1.0 / model_.nsPerByte,
+             model_.collectiveNs ? "by the selector's model, plus the copy back" : "by this fit");
   return Status::ok();
 }
 
@@ -380,6 +405,7 @@ Status Bucketer::Impl::rebuildNow(StepMetrics* m) {
       for (const auto& b : buckets_) order.insert(order.end(), b->params.begin(), b->params.end());
     }
     size_t cap = cap_, first = firstCap_;
+    bool isolate = false;
     if (autoSize_) {
       std::vector<double> ready(n);
       for (size_t i = 0; i < n; ++i) {
@@ -388,10 +414,11 @@ Status Bucketer::Impl::rebuildNow(StepMetrics* m) {
       const detail::AutoChoice c = detail::chooseCaps(specs_, order, ready, model_);
       cap = c.cap;
       first = c.firstCap;
-      BRAID_INFO("bucketer auto: cap %zu, first %zu, %zu buckets, predicted %.3f ms", cap, first,
-                 c.buckets, c.predictedNs * 1e-6);
+      isolate = c.isolateLarge;
+      BRAID_INFO("bucketer auto: cap %zu, first %zu%s, %zu buckets, predicted %.3f ms", cap, first,
+                 isolate ? ", large parameters alone" : "", c.buckets, c.predictedNs * 1e-6);
     }
-    enc = detail::encodePlan(detail::planBuckets(specs_, order, cap, first), n);
+    enc = detail::encodePlan(detail::planBuckets(specs_, order, cap, first, isolate), n);
   }
   if (n > 0) {
     BRAID_RETURN_IF_ERROR(comm_->broadcast(enc.data(), enc.data(), enc.size(), DataType::kUint32, 0)

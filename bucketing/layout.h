@@ -6,12 +6,16 @@
 // dtype uses firstCap, the rest cap (a bucket can exceed its cap by its last parameter). Buckets
 // are then ordered by the position of their first parameter, which is the launch order.
 //
-// Automatic sizing (rank 0 only; the result is broadcast): with the all-reduce modelled as
-// T(b) = a + b·c (a = latency of a small all-reduce, c = seconds per byte, both measured at
-// finalize) and the gradient-ready time of every parameter observed in the first communicating
+// Automatic sizing (rank 0 only; the result is broadcast): with a bucket's time T(b) from the
+// selector's prediction for the all-reduce plus the engine's own work and the copy back
+// (AlphaBeta; a fit a + b·c of two timed all-reduces where the selector has no prediction) and
+// the gradient-ready time of every parameter observed in the first communicating
 // step, simulate the step for each candidate (cap, firstCap): bucket k is ready when its last
 // parameter is, starts at max(ready_k, done_{k-1}) and takes T(bytes_k). The candidate with the
-// shortest tail (last completion − last ready) wins; within 10% of it, the fewest buckets. This covers both
+// shortest tail (last completion − last ready) wins; within 2% (+ two bucket latencies) of it, the
+// fewest buckets. Each cap is tried with and without isolating parameters that fill a bucket
+// alone: a large gradient that is ready last (BERT's 94 MB word embedding) then no longer drags
+// the parameters before it into the tail. This covers both
 // regimes of the notes in shared/docs/compression-overlap.md §3.4: compute-bound, the smallest
 // bucket that keeps up (b ≈ a/(T_b/S − c)) with a small last bucket; communication-bound,
 // b ≈ S·√(a/T_b).
@@ -19,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,16 +44,28 @@ struct ParamSpec {
 /// Parameter indices per bucket, in launch order.
 using BucketPlan = std::vector<std::vector<int>>;
 
-/// Greedy layout of `order` (parameter indices; every index exactly once).
+/// Greedy layout of `order` (parameter indices; every index exactly once). `isolateLarge`: a
+/// parameter that alone reaches its bucket's cap closes the open bucket before joining it, and so
+/// gets a bucket of its own (auto sizing tries both; DDP's rule, the default, lets it join the
+/// open bucket).
 BucketPlan planBuckets(const std::vector<ParamSpec>& params, const std::vector<int>& order,
-                       size_t cap, size_t firstCap);
+                       size_t cap, size_t firstCap, bool isolateLarge = false);
 
 /// The default order: reverse registration order (gradients arrive roughly in reverse).
 std::vector<int> reverseOrder(size_t n);
 
+/// The time of one bucket: aNs + bytes·nsPerByte, or, when `collectiveNs` is set (the selector's
+/// prediction for the all-reduce of that many bytes, which knows the algorithm it will pick and
+/// when data falls out of cache), aNs + collectiveNs(bytes) + bytes·copyNsPerByte.
 struct AlphaBeta {
   double aNs = 20000;         ///< fixed cost of one bucket all-reduce (incl. engine overhead)
   double nsPerByte = 0.5;     ///< per byte
+  std::function<double(size_t)> collectiveNs;
+  double copyNsPerByte = 0;   ///< copying the result back to the gradients (with collectiveNs)
+  double bucketNs(size_t bytes) const {
+    const double b = static_cast<double>(bytes);
+    return collectiveNs ? aNs + collectiveNs(bytes) + b * copyNsPerByte : aNs + b * nsPerByte;
+  }
 };
 
 struct AutoChoice {
@@ -56,6 +73,7 @@ struct AutoChoice {
   size_t firstCap = 0;
   double predictedNs = 0;     ///< simulated last completion, relative to the first ready
   size_t buckets = 0;
+  bool isolateLarge = false;  ///< planBuckets' rule for parameters that fill a bucket alone
 };
 
 /// Simulated completion (ns, same origin as readyNs) of the last bucket of `plan`.

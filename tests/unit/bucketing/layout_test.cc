@@ -30,6 +30,46 @@ TEST(LayoutTest, ReverseOrderFirstBucketSmall) {
   EXPECT_EQ(plan[2], (std::vector<int>{2, 1, 0}));
 }
 
+TEST(LayoutTest, IsolateLargeGivesAFullParameterItsOwnBucket) {
+  // Bytes 16K 1K 1K 2K 2K; backward order 4 3 2 1 0; cap 4 KiB. DDP's rule lets the 16 KiB
+  // parameter 0 join 2 and 1; isolated, it gets a bucket of its own.
+  auto p = floats({4096, 256, 256, 512, 512});
+  EXPECT_EQ(planBuckets(p, reverseOrder(5), 4096, 4096), (BucketPlan{{4, 3}, {2, 1, 0}}));
+  EXPECT_EQ(planBuckets(p, reverseOrder(5), 4096, 4096, true),
+            (BucketPlan{{4, 3}, {2, 1}, {0}}));
+  // The limit is the open bucket's own cap: against the 4 KiB first cap, 0 closes {1} and then
+  // opens the second bucket, whose 1 MiB cap it does not fill.
+  EXPECT_EQ(planBuckets(p, {1, 0, 2, 3, 4}, 1 << 20, 4096), (BucketPlan{{1, 0}, {2, 3, 4}}));
+  EXPECT_EQ(planBuckets(p, {1, 0, 2, 3, 4}, 1 << 20, 4096, true),
+            (BucketPlan{{1}, {0, 2, 3, 4}}));
+}
+
+// A large gradient that is ready last (BERT's word embedding) must not drag the parameters
+// before it into the tail. 61 gradients of 3 MiB come early, a 96 MiB one 54 ms later; buckets
+// are expensive (2 ms each), so many small ones cannot keep up, and without isolation every cap
+// leaves some of the 3 MiB gradients in the last bucket or needs too many buckets (the best such
+// tail is ~37 ms). Isolated, the tail is the 96 MiB all-reduce alone (27.2 ms).
+TEST(LayoutTest, AutoIsolatesALargeLastGradient) {
+  std::vector<size_t> counts(62, 786432);  // 3 MiB
+  counts[0] = 24 << 20;                    // 96 MiB, ready last
+  auto p = floats(counts);
+  std::vector<int> order = reverseOrder(p.size());
+  std::vector<double> ready(p.size());
+  for (size_t j = 0; j + 1 < order.size(); ++j) {
+    ready[static_cast<size_t>(order[j])] = 1e5 * static_cast<double>(j + 1);
+  }
+  ready[0] = 60e6;
+  AlphaBeta m;
+  m.aNs = 2e6;
+  m.nsPerByte = 0.25;
+  AutoChoice c = chooseCaps(p, order, ready, m);
+  const double alone = m.aNs + static_cast<double>(p[0].bytes()) * m.nsPerByte;
+  EXPECT_TRUE(c.isolateLarge) << "cap " << c.cap << " first " << c.firstCap;
+  EXPECT_LT(c.predictedNs - ready[0], alone * 1.02 + 2 * m.aNs) << "cap " << c.cap;
+  const BucketPlan plan = planBuckets(p, order, c.cap, c.firstCap, c.isolateLarge);
+  EXPECT_EQ(plan.back(), (std::vector<int>{0}));
+}
+
 TEST(LayoutTest, PerTensorWithTinyCap) {
   auto p = floats({3, 0, 5, 7});
   BucketPlan plan = planBuckets(p, {2, 0, 1, 3}, 1, 1);
