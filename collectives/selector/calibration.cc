@@ -136,6 +136,16 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   double us = 0;
   double alphaBefore = 0, alphaAfter = 0;
   BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaBefore));
+  // One way: half an 8-byte ping-pong (a tree edge, where the receiver waits for the sender),
+  // the median of the later half of the rounds.
+  std::vector<double> pingPong;
+  for (int i = 0; i < 2 * kSmallRounds; ++i) {
+    double rtt = 0;
+    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), kSmallProbeBytes, false, &rtt));
+    if (i >= kSmallRounds) pingPong.push_back(rtt);
+  }
+  std::sort(pingPong.begin(), pingPong.end());
+  const double oneWay = std::max(0.05, pingPong[pingPong.size() / 2] / 2);
   // β: one-way transfers answered by 8 B (a tree edge), and exchanges where both sides send
   // and receive at once (a ring step), less α. Each kind runs its rounds back to back, and each
   // takes the lower median of its rounds: interleaved, a round of one kind inherits the other's
@@ -175,12 +185,14 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   const double slower = std::max(alphaBefore, alphaAfter);
   *steady = slower <= 2 * faster || slower - faster <= 2.0;
   out->alphaUs = std::max(0.05, faster);
+  out->alphaOneWayUs = oneWay;
   const double dl = static_cast<double>(large);
-  out->betaUsPerByte = std::max(tOne - 2 * out->alphaUs, 0.5 * tOne) / dl;
+  // A one-way round is the message one way and 8 bytes back: two one-way latencies.
+  out->betaUsPerByte = std::max(tOne - 2 * oneWay, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
   const double dm = static_cast<double>(kMidProbeBytes);
   const double tOneMid = lowerMedian(one), tSymMid = lowerMedian(sym);
-  out->betaMidUsPerByte = std::max(tOneMid - 2 * out->alphaUs, 0.5 * tOneMid) / dm;
+  out->betaMidUsPerByte = std::max(tOneMid - 2 * oneWay, 0.5 * tOneMid) / dm;
   out->betaSymMidUsPerByte = std::max(tSymMid - out->alphaUs, 0.5 * tSymMid) / dm;
   if (outOfCache > 0) {
     // Exchanges from buffers that together exceed the last-level cache, cut into pipelining
@@ -244,10 +256,12 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   std::sort(t.begin(), t.end());
   // A collective's one hand-off costs about a whole probe round (measured here, 2 ranks: a round
   // 0.15 us, an 8-byte shm all-reduce 0.2 us): the round's second hand-off finds the ranks in
-  // step, while a collective's also carries the call's own fixed work. The lower quartile: with
+  // step, while a collective's also carries the call's own fixed work. The 10th percentile: with
   // more ranks than cores the rounds come in two modes, in step with the scheduler or not (4
-  // ranks on 2 cores: 3.5 or 6.9 us), and a median flips between them from probe to probe.
-  *syncUs = t[t.size() / 4];
+  // ranks on 2 cores: 3.5 or 6.9 us); a stream of collectives settles in step, but a probe can
+  // spend three quarters of its rounds out of step (the lower quartile read 6.9 us while
+  // braid-perf's 8-byte shm all-reduce took 3.8–4.4 us).
+  *syncUs = t[t.size() / 10];
   std::vector<double> c(3);
   BRAID_RETURN_IF_ERROR(round(bytes, &us));
   for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
@@ -280,9 +294,10 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v5: bandwidth rounds of one kind back to back (lower median), the hand-off's lower
-  // quartile; caches of older probes are ignored.
-  std::string s = "v5 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  // v6: one-way α (half an 8-byte ping-pong) besides the exchange step; v5: bandwidth rounds of
+  // one kind back to back (lower median), the hand-off's lower quartile. Caches of older probes
+  // are ignored.
+  std::string s = "v6 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
@@ -432,9 +447,9 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
       char buf[160];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %d", l.alphaUs,
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %.6g %d", l.alphaUs,
                     l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
-                    l.betaMidUsPerByte, l.betaSymMidUsPerByte, steady ? 1 : 0);
+                    l.betaMidUsPerByte, l.betaSymMidUsPerByte, l.alphaOneWayUs, steady ? 1 : 0);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
     }
     return Status::ok();
@@ -464,9 +479,10 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
       int linkSteady = 0;
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %d", &l->alphaUs,
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %lf %d", &l->alphaUs,
                       &l->betaUsPerByte, &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte,
-                      &l->betaMidUsPerByte, &l->betaSymMidUsPerByte, &linkSteady) != 7) {
+                      &l->betaMidUsPerByte, &l->betaSymMidUsPerByte, &l->alphaOneWayUs,
+                      &linkSteady) != 8) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
       }
       if (!linkSteady) {

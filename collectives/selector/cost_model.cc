@@ -45,11 +45,13 @@ std::string FabricModel::serialize() const {
                 "inter_beta_sym_large_us_per_byte=%.6g gamma_us_per_byte=%.6g "
                 "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d llc_bytes=%.0f "
                 "intra_beta_mid_us_per_byte=%.6g intra_beta_sym_mid_us_per_byte=%.6g "
-                "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g call_us=%.6g",
+                "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g call_us=%.6g "
+                "intra_alpha_one_way_us=%.6g inter_alpha_one_way_us=%.6g",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
-                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs);
+                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs,
+                intra.alphaOneWayUs, inter.alphaOneWayUs);
   return buf;
 }
 
@@ -84,6 +86,8 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "inter_beta_mid_us_per_byte") m.inter.betaMidUsPerByte = v;
     else if (key == "inter_beta_sym_mid_us_per_byte") m.inter.betaSymMidUsPerByte = v;
     else if (key == "call_us") m.callUs = v;
+    else if (key == "intra_alpha_one_way_us") m.intra.alphaOneWayUs = v;
+    else if (key == "inter_alpha_one_way_us") m.inter.alphaOneWayUs = v;
     else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
@@ -97,9 +101,9 @@ std::string FabricModel::describe() const {
   auto link = [&](const LinkCost& l) {
     char b[256];
     std::snprintf(b, sizeof(b),
-                  "α %.2f us β %.3f GB/s (16 KiB %.3f; exchange %.3f, 16 KiB %.3f; out of cache "
-                  "%.3f)",
-                  l.alphaUs, gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte), gbps(l.sym()),
+                  "α %.2f us (one way %.2f) β %.3f GB/s (16 KiB %.3f; exchange %.3f, 16 KiB %.3f; "
+                  "out of cache %.3f)",
+                  l.alphaUs, l.oneWay(), gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte), gbps(l.sym()),
                   gbps(l.betaSymMidUsPerByte), gbps(l.symLarge()));
     return std::string(b);
   };
@@ -343,13 +347,15 @@ double CostModel::phaseUs(const Phase& ph, double bytes) const {
   const double bIntra = model_.intra.beta(ph.symmetric, b, miss);
   const double bInter = model_.inter.beta(ph.symmetric, b, miss);
   if (ph.intra) {
-    t = std::max(t, stepAlpha(model_.intra.alphaUs, ph.intraShare) + ph.intraShare * b * bIntra);
+    const double a = ph.symmetric ? model_.intra.alphaUs : model_.intra.oneWay();
+    t = std::max(t, stepAlpha(a, ph.intraShare) + ph.intraShare * b * bIntra);
   }
   if (ph.inter) {
     // Shared cores delay the start of a step (the peer must be scheduled), not the wire: the
     // link's bytes are priced by how many messages share it. (An unshaped link between emulated
     // hosts is CPU-bound instead, and so priced low when ranks outnumber cores.)
-    t = std::max(t, stepAlpha(model_.inter.alphaUs, ph.intraShare) + b * bInter * ph.interShare);
+    const double a = ph.symmetric ? model_.inter.alphaUs : model_.inter.oneWay();
+    t = std::max(t, stepAlpha(a, ph.intraShare) + b * bInter * ph.interShare);
   }
   t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte * memoryFactor(bytes);
   return ph.repeat * t;
@@ -378,7 +384,7 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
     const LinkCost& l = inter ? model_.inter : model_.intra;
     const double cpu = cpuShare(treeLevelActive_[k]);
     // The wire of an inter-host edge is not slowed by shared cores; a copy through memory is.
-    const double edge = stepAlpha(l.alphaUs, cpu) +
+    const double edge = stepAlpha(l.oneWay(), cpu) +
                         cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
                         (reduce ? cpu * cb * model_.gammaUsPerByte * mem : 0);
     first += edge;
@@ -389,10 +395,13 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   return first + (c - 1) * slowest;
 }
 
-// The shm algorithm (allreduce/shm_direct.cc) on one host of L ranks, per segment piece.
+// The shm algorithm (allreduce/shm_direct.cc) on one host of L ranks, up to one half slot
+// (beyond it, shm runs hierarchical.cc's pipelined schedule, priced by hierarchicalUs). Copies
+// and reductions slow out of cache like everything else that streams memory.
 double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
   const size_t half = std::max<size_t>(placement_.segmentHalfBytes, 4096);
   const double cpu = cpuShare(L);
+  const double mem = memoryFactor(static_cast<double>(bytes));  // copies and reductions
   double t = 0;
   size_t done = 0;
   do {
@@ -402,13 +411,13 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
     // the reduction kernel alone on one core, so it pays the oversubscription.
     if (n <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
       // One hand-off: arrive, then every rank folds all slots.
-      t += model_.syncUs + dn * model_.copyUsPerByte +
-           cpu * (L - 1) * dn * model_.gammaUsPerByte;
+      t += model_.syncUs + mem * (dn * model_.copyUsPerByte +
+                                  cpu * (L - 1) * dn * model_.gammaUsPerByte);
     } else {
       // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
       // reduced shards out ((L−1)/L).
-      t += 2 * model_.syncUs + (2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
-           cpu * (L - 1) * dn / L * model_.gammaUsPerByte;
+      t += 2 * model_.syncUs + mem * ((2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
+                                      cpu * (L - 1) * dn / L * model_.gammaUsPerByte);
     }
     done += n;
   } while (done < bytes);
@@ -465,8 +474,9 @@ double CostModel::hierarchicalUs(size_t bytes, bool leader, size_t chunk) const 
     if (seg) {
       // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
       const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
-      intra = 2 * model_.syncUs + copies * n * model_.copyUsPerByte +
-              cpu * (L - 1) * n / k * model_.gammaUsPerByte;
+      intra = 2 * model_.syncUs +
+              memoryFactor(static_cast<double>(bytes)) *
+                  (copies * n * model_.copyUsPerByte + cpu * (L - 1) * n / k * model_.gammaUsPerByte);
     } else {
       intra = cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * n / k * model_.intra.betaUsPerByte +
                      (L - 1) * n / k * model_.gammaUsPerByte);
@@ -555,7 +565,10 @@ double CostModel::transferUs(SelCollective c, const std::string& algo, size_t by
       if (algo == "ring") return sumUs(ring_, S);
       if (algo == "halving_doubling") return sumUs(halvingDoubling_, S);
       if (algo == "tree") return treeUs(true, bytes, chunk) + treeUs(false, bytes, chunk);
-      if (algo == "shm") return segmentAllReduceUs(bytes, placement_.size());
+      if (algo == "shm") {  // beyond a half slot it runs hierarchical.cc's pipelined schedule
+        return bytes > placement_.segmentHalfBytes ? hierarchicalUs(bytes, false, chunk)
+                                                   : segmentAllReduceUs(bytes, placement_.size());
+      }
       if (algo == "hierarchical") return hierarchicalUs(bytes, false, chunk);
       if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true, chunk);
       return -1;

@@ -31,7 +31,7 @@ namespace braid::detail {
 /// peer idle (a tree edge); βsym with both sides sending and receiving at once (a ring or
 /// halving/doubling step), which costs more where the transport copies with the CPU (shm).
 struct LinkCost {
-  double alphaUs = 0;
+  double alphaUs = 0;  ///< one step of a simultaneous exchange (ring, halving/doubling)
   double betaUsPerByte = 0;
   double betaSymUsPerByte = 0;  ///< 0 = same as betaUsPerByte
   /// β when the data no longer fits in cache (either direction: memory bound), measured with
@@ -41,6 +41,9 @@ struct LinkCost {
   /// per-message work weighs more; 0 = the large-message β.
   double betaMidUsPerByte = 0;
   double betaSymMidUsPerByte = 0;
+  /// One way with the peer waiting (a tree edge): half an 8-byte ping-pong; 0 = alphaUs.
+  double alphaOneWayUs = 0;
+  double oneWay() const { return alphaOneWayUs > 0 ? alphaOneWayUs : alphaUs; }
   double sym() const { return betaSymUsPerByte > 0 ? betaSymUsPerByte : betaUsPerByte; }
   double symLarge() const { return betaSymLargeUsPerByte > 0 ? betaSymLargeUsPerByte : sym(); }
   /// The β of a message of `messageBytes` exchanged both ways or one way, when a fraction

@@ -216,6 +216,23 @@ TEST(CostModel, DeterministicAndMonotoneInSize) {
   }
 }
 
+// A tree edge pays the one-way latency (the receiver waits for the sender); a ring step the
+// exchange latency, which on shm costs more (both sides copy at once).
+TEST(CostModel, TreeEdgesPayOneWayRingStepsPayTheExchange) {
+  FabricModel m = testModel();
+  m.intra.alphaUs = 10;
+  m.intra.alphaOneWayUs = 1;
+  Selector s(m, Placement::uniform(1, 2, false), {}, {}, false);
+  const CostModel& cm = s.costModel();
+  // Two ranks: the tree reduces over one edge and broadcasts over it; the ring takes two steps.
+  EXPECT_NEAR(cm.predictUs(SelCollective::kAllReduce, "tree", 8), 2.0, 0.1);
+  EXPECT_NEAR(cm.predictUs(SelCollective::kAllReduce, "ring", 8), 20.0, 0.1);
+  EXPECT_EQ(pick(s, 8), "tree");
+  m.intra.alphaOneWayUs = 0;  // unknown: the exchange α for both
+  Selector same(m, Placement::uniform(1, 2, false), {}, {}, false);
+  EXPECT_NEAR(same.costModel().predictUs(SelCollective::kAllReduce, "tree", 8), 20.0, 0.1);
+}
+
 // The per-call cost is the same for every algorithm: it moves every prediction by itself and
 // never changes a pick.
 TEST(CostModel, CallCostShiftsEveryPredictionAlike) {
@@ -318,6 +335,7 @@ TEST_F(CacheTest, CanBeTurnedOff) {
 TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   FabricModel m = testModel();
   m.callUs = 0.25;
+  m.intra.alphaOneWayUs = 0.4;
   auto back = FabricModel::parse(m.serialize());
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(back->serialize(), m.serialize());
