@@ -27,6 +27,7 @@ namespace {
 
 constexpr size_t kSmallProbeBytes = 8;
 constexpr size_t kMidProbeBytes = size_t{16} << 10;  // LinkCost::kMidBytes
+constexpr size_t kSmallCopyProbeBytes = size_t{8} << 10;  // LinkCost::kSmallBytes
 constexpr int kSmallRounds = 24;
 
 double nowUs() {
@@ -166,20 +167,28 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   }
   const double tOne = lowerMedian(one), tSym = lowerMedian(sym);
   // Mid-sized messages, where the per-message work of the transport (its cells and flags)
-  // weighs more than at the large size: 24 rounds of each kind, the later 16 counted.
-  one.clear();
-  sym.clear();
-  for (int i = 0; i < 24; ++i) {
-    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), kMidProbeBytes, false, &us));
-    if (i >= 8) one.push_back(us);
-  }
-  for (int i = 0; i < 24; ++i) {
-    net.begin(0, probeFp(kMidProbeBytes));
-    const double t0 = nowUs();
-    BRAID_RETURN_IF_ERROR(
-        net.sendRecv(peer, buf.data(), kMidProbeBytes, peer, back.data(), kMidProbeBytes));
-    if (i >= 8) sym.push_back(nowUs() - t0);
-  }
+  // weighs more than at the large size, and small ones, below the size from which copies into
+  // shared memory stream past the cache (core/copy.h), where the receiver pulls lines dirty in
+  // the sender's cache instead: 24 rounds of each kind, the later 16 counted; lower medians.
+  auto sizedRounds = [&](size_t bytes, double* tOneOut, double* tSymOut) -> Status {
+    std::vector<double> o, e;
+    for (int i = 0; i < 24; ++i) {
+      BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), bytes, false, &us));
+      if (i >= 8) o.push_back(us);
+    }
+    for (int i = 0; i < 24; ++i) {
+      net.begin(0, probeFp(bytes));
+      const double t0 = nowUs();
+      BRAID_RETURN_IF_ERROR(net.sendRecv(peer, buf.data(), bytes, peer, back.data(), bytes));
+      if (i >= 8) e.push_back(nowUs() - t0);
+    }
+    *tOneOut = lowerMedian(o);
+    *tSymOut = lowerMedian(e);
+    return Status::ok();
+  };
+  double tOneMid = 0, tSymMid = 0, tOneSmall = 0, tSymSmall = 0;
+  BRAID_RETURN_IF_ERROR(sizedRounds(kMidProbeBytes, &tOneMid, &tSymMid));
+  BRAID_RETURN_IF_ERROR(sizedRounds(kSmallCopyProbeBytes, &tOneSmall, &tSymSmall));
   BRAID_RETURN_IF_ERROR(smallStepUs(net, peer, buf.data(), &alphaAfter));
   const double faster = std::min(alphaBefore, alphaAfter);
   const double slower = std::max(alphaBefore, alphaAfter);
@@ -191,9 +200,11 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   out->betaUsPerByte = std::max(tOne - 2 * oneWay, 0.5 * tOne) / dl;
   out->betaSymUsPerByte = std::max(tSym - out->alphaUs, 0.5 * tSym) / dl;
   const double dm = static_cast<double>(kMidProbeBytes);
-  const double tOneMid = lowerMedian(one), tSymMid = lowerMedian(sym);
   out->betaMidUsPerByte = std::max(tOneMid - 2 * oneWay, 0.5 * tOneMid) / dm;
   out->betaSymMidUsPerByte = std::max(tSymMid - out->alphaUs, 0.5 * tSymMid) / dm;
+  const double ds = static_cast<double>(kSmallCopyProbeBytes);
+  out->betaSmallUsPerByte = std::max(tOneSmall - 2 * oneWay, 0.5 * tOneSmall) / ds;
+  out->betaSymSmallUsPerByte = std::max(tSymSmall - out->alphaUs, 0.5 * tSymSmall) / ds;
   if (outOfCache > 0) {
     // Exchanges from buffers that together exceed the last-level cache, cut into pipelining
     // chunks that are all posted at once, as the ring posts a large step (they fill the
@@ -225,7 +236,7 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
 // run): empty ones for the synchronization cost, then ones that publish `bytes` into the own slot
 // (streamed, as copyToShared does) and read a peer's slot back, for the copy cost per byte.
 Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
-                    double* copyUsPerByte) {
+                    double* copyUsPerByte, double* copySmallUsPerByte) {
   Fingerprint fp;
   fp.collective = Collective::kBarrier;
   fp.type = DataType::kUint8;
@@ -267,6 +278,15 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
   std::sort(c.begin(), c.end());
   *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 2] - *syncUs) / (2.0 * bytes) : 0;
+  // Below the streaming threshold a copy stays in the writer's cache, and the reader pulls the
+  // dirty lines: 0.3–2 GB/s on the test VM, depending on where its two cores sit.
+  const size_t small = std::min(kSmallCopyProbeBytes, bytes);
+  std::vector<double> cs(9);
+  BRAID_RETURN_IF_ERROR(round(small, &us));
+  for (double& x : cs) BRAID_RETURN_IF_ERROR(round(small, &x));
+  std::sort(cs.begin(), cs.end());
+  *copySmallUsPerByte =
+      small > 0 ? std::max(0.0, cs[cs.size() / 2] - *syncUs) / (2.0 * static_cast<double>(small)) : 0;
   return Status::ok();
 }
 
@@ -294,7 +314,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v6: one-way α (half an 8-byte ping-pong) besides the exchange step; v5: bandwidth rounds of
+  // v6: one-way α (half an 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
+  // copies (below the streaming threshold); v5: bandwidth rounds of
   // one kind back to back (lower median), the hand-off's lower quartile. Caches of older probes
   // are ignored.
   std::string s = "v6 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
@@ -446,10 +467,11 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
                                            " link between ranks " + std::to_string(pair.first) +
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
-      char buf[160];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %.6g %d", l.alphaUs,
-                    l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
-                    l.betaMidUsPerByte, l.betaSymMidUsPerByte, l.alphaOneWayUs, steady ? 1 : 0);
+      char buf[256];
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %d",
+                    l.alphaUs, l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
+                    l.betaMidUsPerByte, l.betaSymMidUsPerByte, l.alphaOneWayUs,
+                    l.betaSmallUsPerByte, l.betaSymSmallUsPerByte, steady ? 1 : 0);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
     }
     return Status::ok();
@@ -462,9 +484,9 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 8, outOfCache, "intra"));
   }
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 4, 0, "inter"));
-  double syncUs = -1, segCopy = -1;
+  double syncUs = -1, segCopy = -1, segCopySmall = -1;
   if (ctx.segment != nullptr) {
-    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy)
+    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall)
                               .withContext("calibration probe of the intra-host segment"));
   }
 
@@ -479,10 +501,11 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
       int linkSteady = 0;
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %lf %d", &l->alphaUs,
-                      &l->betaUsPerByte, &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte,
-                      &l->betaMidUsPerByte, &l->betaSymMidUsPerByte, &l->alphaOneWayUs,
-                      &linkSteady) != 8) {
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %lf %lf %lf %d",
+                      &l->alphaUs, &l->betaUsPerByte, &l->betaSymUsPerByte,
+                      &l->betaSymLargeUsPerByte, &l->betaMidUsPerByte, &l->betaSymMidUsPerByte,
+                      &l->alphaOneWayUs, &l->betaSmallUsPerByte, &l->betaSymSmallUsPerByte,
+                      &linkSteady) != 10) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
       }
       if (!linkSteady) {
@@ -499,6 +522,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     // A segment hand-off as rank 0's host measured it; without a segment, half an intra round trip.
     m.syncUs = syncUs > 0 ? syncUs : m.intra.alphaUs;
     if (segCopy > 0) m.copyUsPerByte = segCopy;  // what the segment algorithms really copy at
+    if (segCopySmall > 0) m.copySmallUsPerByte = segCopySmall;
     // An unsteady probe is used by this job only: cached, it would mislead every later job.
     if (!cachePath.empty() && !steady) {
       BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "

@@ -11,6 +11,7 @@ namespace {
 
 constexpr size_t kShmSmallBytes = 16 * 1024;             // allreduce/shm_direct.cc's small path,
 constexpr size_t kShmSmallBytesCrowded = 64 * 1024;      // and with more ranks than cores
+constexpr size_t kStreamMinBytes = 16 * 1024;            // core/copy.cc: memcpy below it
 constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
 
 int ceilLog2(int p) {
@@ -31,13 +32,20 @@ double LinkCost::beta(bool symmetric, double messageBytes, double outOfCache) co
   const double w = std::clamp(std::log2(std::max(messageBytes, 1.0) / kMidBytes) /
                                   std::log2(kLargeMessageBytes / kMidBytes),
                               0.0, 1.0);
-  const double b = (1 - w) * mid + w * big;
+  double b = (1 - w) * mid + w * big;
+  const double smallRaw = symmetric ? betaSymSmallUsPerByte : betaSmallUsPerByte;
+  if (messageBytes < kMidBytes && smallRaw > 0) {
+    const double v = std::clamp(std::log2(std::max(messageBytes, 1.0) / kSmallBytes) /
+                                    std::log2(kMidBytes / kSmallBytes),
+                                0.0, 1.0);
+    b = (1 - v) * smallRaw + v * mid;
+  }
   // Out of cache, memory (and the transport's flow control) bound both directions alike.
   return (1 - outOfCache) * b + outOfCache * std::max(b, symLarge());
 }
 
 std::string FabricModel::serialize() const {
-  char buf[1024];
+  char buf[2048];
   std::snprintf(buf, sizeof(buf),
                 "intra_alpha_us=%.6g intra_beta_us_per_byte=%.6g intra_beta_sym_us_per_byte=%.6g "
                 "intra_beta_sym_large_us_per_byte=%.6g inter_alpha_us=%.6g "
@@ -46,12 +54,17 @@ std::string FabricModel::serialize() const {
                 "copy_us_per_byte=%.6g sync_us=%.6g cores_per_host=%d llc_bytes=%.0f "
                 "intra_beta_mid_us_per_byte=%.6g intra_beta_sym_mid_us_per_byte=%.6g "
                 "inter_beta_mid_us_per_byte=%.6g inter_beta_sym_mid_us_per_byte=%.6g call_us=%.6g "
-                "intra_alpha_one_way_us=%.6g inter_alpha_one_way_us=%.6g",
+                "intra_alpha_one_way_us=%.6g inter_alpha_one_way_us=%.6g "
+                "intra_beta_small_us_per_byte=%.6g intra_beta_sym_small_us_per_byte=%.6g "
+                "inter_beta_small_us_per_byte=%.6g inter_beta_sym_small_us_per_byte=%.6g "
+                "copy_small_us_per_byte=%.6g",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
                 inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs,
-                intra.alphaOneWayUs, inter.alphaOneWayUs);
+                intra.alphaOneWayUs, inter.alphaOneWayUs, intra.betaSmallUsPerByte,
+                intra.betaSymSmallUsPerByte, inter.betaSmallUsPerByte, inter.betaSymSmallUsPerByte,
+                copySmallUsPerByte);
   return buf;
 }
 
@@ -88,6 +101,11 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "call_us") m.callUs = v;
     else if (key == "intra_alpha_one_way_us") m.intra.alphaOneWayUs = v;
     else if (key == "inter_alpha_one_way_us") m.inter.alphaOneWayUs = v;
+    else if (key == "intra_beta_small_us_per_byte") m.intra.betaSmallUsPerByte = v;
+    else if (key == "intra_beta_sym_small_us_per_byte") m.intra.betaSymSmallUsPerByte = v;
+    else if (key == "inter_beta_small_us_per_byte") m.inter.betaSmallUsPerByte = v;
+    else if (key == "inter_beta_sym_small_us_per_byte") m.inter.betaSymSmallUsPerByte = v;
+    else if (key == "copy_small_us_per_byte") m.copySmallUsPerByte = v;
     else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
@@ -101,17 +119,19 @@ std::string FabricModel::describe() const {
   auto link = [&](const LinkCost& l) {
     char b[256];
     std::snprintf(b, sizeof(b),
-                  "α %.2f us (one way %.2f) β %.3f GB/s (16 KiB %.3f; exchange %.3f, 16 KiB %.3f; "
-                  "out of cache %.3f)",
-                  l.alphaUs, l.oneWay(), gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte), gbps(l.sym()),
-                  gbps(l.betaSymMidUsPerByte), gbps(l.symLarge()));
+                  "α %.2f us (one way %.2f) β %.3f GB/s (16 KiB %.3f, 8 KiB %.3f; exchange %.3f, "
+                  "16 KiB %.3f, 8 KiB %.3f; out of cache %.3f)",
+                  l.alphaUs, l.oneWay(), gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte),
+                  gbps(l.betaSmallUsPerByte), gbps(l.sym()), gbps(l.betaSymMidUsPerByte),
+                  gbps(l.betaSymSmallUsPerByte), gbps(l.symLarge()));
     return std::string(b);
   };
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "; γ %.2f GB/s; copy %.2f GB/s; sync %.2f us; call %.2f us; %d cores/host; "
-                "LLC %.0f MiB; from %s",
-                gbps(gammaUsPerByte), gbps(copyUsPerByte), syncUs, callUs, coresPerHost,
+                "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f); sync %.2f us; call %.2f us; "
+                "%d cores/host; LLC %.0f MiB; from %s",
+                gbps(gammaUsPerByte), gbps(copyUsPerByte), gbps(copySmallUsPerByte), syncUs, callUs,
+                coresPerHost,
                 llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
@@ -411,8 +431,11 @@ double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
     // the reduction kernel alone on one core, so it pays the oversubscription.
     if (n <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
       // One hand-off: arrive, then every rank folds all slots.
-      t += model_.syncUs + mem * (dn * model_.copyUsPerByte +
-                                  cpu * (L - 1) * dn * model_.gammaUsPerByte);
+      // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
+      const double copy = n < kStreamMinBytes && model_.copySmallUsPerByte > 0
+                              ? model_.copySmallUsPerByte
+                              : model_.copyUsPerByte;
+      t += model_.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * model_.gammaUsPerByte);
     } else {
       // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
       // reduced shards out ((L−1)/L).

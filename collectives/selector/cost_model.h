@@ -43,14 +43,20 @@ struct LinkCost {
   double betaSymMidUsPerByte = 0;
   /// One way with the peer waiting (a tree edge): half an 8-byte ping-pong; 0 = alphaUs.
   double alphaOneWayUs = 0;
+  /// β one way and exchanged with kSmallBytes messages, below the size from which copies into
+  /// shared memory stream past the cache (core/copy.h); 0 = the mid-size β.
+  double betaSmallUsPerByte = 0;
+  double betaSymSmallUsPerByte = 0;
   double oneWay() const { return alphaOneWayUs > 0 ? alphaOneWayUs : alphaUs; }
   double sym() const { return betaSymUsPerByte > 0 ? betaSymUsPerByte : betaUsPerByte; }
   double symLarge() const { return betaSymLargeUsPerByte > 0 ? betaSymLargeUsPerByte : sym(); }
   /// The β of a message of `messageBytes` exchanged both ways or one way, when a fraction
   /// `outOfCache` (0..1) of the collective's data misses the last-level cache. Between
-  /// kMidBytes and kLargeMessageBytes, β moves from the mid-size to the large-message value
-  /// (linear in log2 of the size).
+  /// kMidBytes and kLargeMessageBytes, β moves from the mid-size to the large-message value,
+  /// and between kSmallBytes and kMidBytes from the small to the mid-size one (linear in log2 of
+  /// the size); below kSmallBytes it is the small one.
   double beta(bool symmetric, double messageBytes, double outOfCache) const;
+  static constexpr double kSmallBytes = 8.0 * 1024;
   static constexpr double kMidBytes = 16.0 * 1024;
   static constexpr double kLargeMessageBytes = 256.0 * 1024;
 };
@@ -62,6 +68,9 @@ struct FabricModel {
   LinkCost inter{30.0, 1.0 / 1000.0, 1.0 / 1000.0};  // 1 GB/s
   double gammaUsPerByte = 1.0 / 8000.0;
   double copyUsPerByte = 1.0 / 8000.0;
+  /// Segment copies below the streaming threshold (16 KiB): read back from the writer's cache;
+  /// 0 = copyUsPerByte.
+  double copySmallUsPerByte = 0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
   /// The fixed software cost of one collective call (argument checks, dispatch, sequence and
   /// fingerprint, waking the peers' polls): what a real 8-byte all-reduce takes beyond the rest

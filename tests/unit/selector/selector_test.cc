@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -216,6 +217,23 @@ TEST(CostModel, DeterministicAndMonotoneInSize) {
   }
 }
 
+// Below 16 KiB, β moves to the 8 KiB measurement (copies that stay in the writer's cache).
+TEST(LinkCostTest, SmallMessagesTakeTheSmallBeta) {
+  LinkCost l;
+  l.alphaUs = 1;
+  l.betaUsPerByte = 0.5;
+  l.betaMidUsPerByte = 1;
+  l.betaSmallUsPerByte = 4;
+  EXPECT_DOUBLE_EQ(l.beta(false, 4096, 0), 4);
+  EXPECT_DOUBLE_EQ(l.beta(false, 8192, 0), 4);
+  EXPECT_DOUBLE_EQ(l.beta(false, 16384, 0), 1);
+  EXPECT_NEAR(l.beta(false, 8192 * std::sqrt(2.0), 0), 2.5, 1e-9);  // halfway in log2
+  EXPECT_DOUBLE_EQ(l.beta(false, 256 * 1024, 0), 0.5);
+  // Not measured: the mid-size β all the way down (and the exchange has none of its own here).
+  l.betaSmallUsPerByte = 0;
+  EXPECT_DOUBLE_EQ(l.beta(false, 4096, 0), 1);
+}
+
 // A tree edge pays the one-way latency (the receiver waits for the sender); a ring step the
 // exchange latency, which on shm costs more (both sides copy at once).
 TEST(CostModel, TreeEdgesPayOneWayRingStepsPayTheExchange) {
@@ -336,6 +354,8 @@ TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   FabricModel m = testModel();
   m.callUs = 0.25;
   m.intra.alphaOneWayUs = 0.4;
+  m.inter.betaSymSmallUsPerByte = 0.002;
+  m.copySmallUsPerByte = 0.0015;
   auto back = FabricModel::parse(m.serialize());
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(back->serialize(), m.serialize());
