@@ -276,9 +276,10 @@ Status Communicator::Impl::measureCallOverhead() {
   BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 1, DataType::kFloat64, ReduceOp::kMax));
   BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree.body));
   selector_->setCallUs(over[0]);
-  BRAID_INFO("selector: a collective call costs %.2f us beyond the model's transfer terms "
-             "(8-byte all-reduce, %s: 10th percentile %.2f us, predicted %.2f us)",
-             over[0], d.algorithm.c_str(), typical, model);
+  BRAID_INFO(
+      "selector: a collective call costs %.2f us beyond the model's transfer terms "
+      "(8-byte all-reduce, %s: 10th percentile %.2f us, predicted %.2f us)",
+      over[0], d.algorithm.c_str(), typical, model);
   return Status::ok();
 }
 

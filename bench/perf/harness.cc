@@ -691,8 +691,8 @@ void RankRunner::printHeader(const MachineInfo& mi) {
               mi.cpuModel.c_str(), mi.cpusOnline, mi.cpusUsable, mi.l3.c_str(), mi.memGiB,
               mi.hostname.c_str(), mi.kernel.c_str());
   std::printf("# build      : braid %s (git %s), %s, %s, flags \"%s\"%s%s\n", BRAID_PERF_VERSION,
-              BRAID_GIT_REVISION, BRAID_PERF_BUILD_TYPE, compilerText().c_str(), BRAID_PERF_CXX_FLAGS,
-              *BRAID_PERF_SANITIZE ? ", sanitize=" : "", BRAID_PERF_SANITIZE);
+              BRAID_GIT_REVISION, BRAID_PERF_BUILD_TYPE, compilerText().c_str(),
+              BRAID_PERF_CXX_FLAGS, *BRAID_PERF_SANITIZE ? ", sanitize=" : "", BRAID_PERF_SANITIZE);
   std::printf("# ranks      : %d on %d host(s), %d on this host; started by %s\n", ctx_.ranks,
               comm_->numHosts(), comm_->localSize(), launchDescription().c_str());
   const char* src = "default";

@@ -48,8 +48,8 @@
 
 #include "bench/train/profiles.h"
 #include "braid/bucketer.hpp"
-#include "braid/git_revision.h"
 #include "braid/comm.hpp"
+#include "braid/git_revision.h"
 #include "core/clock.h"
 #include "core/params.h"
 #include "tools/launch.h"

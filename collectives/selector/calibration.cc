@@ -142,7 +142,8 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
   std::vector<double> pingPong;
   for (int i = 0; i < 2 * kSmallRounds; ++i) {
     double rtt = 0;
-    BRAID_RETURN_IF_ERROR(exchange(net, initiator, peer, buf.data(), kSmallProbeBytes, false, &rtt));
+    BRAID_RETURN_IF_ERROR(
+        exchange(net, initiator, peer, buf.data(), kSmallProbeBytes, false, &rtt));
     if (i >= kSmallRounds) pingPong.push_back(rtt);
   }
   std::sort(pingPong.begin(), pingPong.end());
@@ -286,7 +287,8 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   for (double& x : cs) BRAID_RETURN_IF_ERROR(round(small, &x));
   std::sort(cs.begin(), cs.end());
   *copySmallUsPerByte =
-      small > 0 ? std::max(0.0, cs[cs.size() / 2] - *syncUs) / (2.0 * static_cast<double>(small)) : 0;
+      small > 0 ? std::max(0.0, cs[cs.size() / 2] - *syncUs) / (2.0 * static_cast<double>(small))
+                : 0;
   return Status::ok();
 }
 
@@ -315,9 +317,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
   // v6: one-way α (half an 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
-  // copies (below the streaming threshold); v5: bandwidth rounds of
-  // one kind back to back (lower median), the hand-off's lower quartile. Caches of older probes
-  // are ignored.
+  // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
+  // median). Caches of older probes are ignored.
   std::string s = "v6 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
@@ -468,8 +469,8 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
                                            " and " + std::to_string(pair.second)));
     if (initiator) {
       char buf[256];
-      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %d",
-                    l.alphaUs, l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
+      std::snprintf(buf, sizeof(buf), "%.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g %d", l.alphaUs,
+                    l.betaUsPerByte, l.betaSymUsPerByte, l.betaSymLargeUsPerByte,
                     l.betaMidUsPerByte, l.betaSymMidUsPerByte, l.alphaOneWayUs,
                     l.betaSmallUsPerByte, l.betaSymSmallUsPerByte, steady ? 1 : 0);
       BRAID_RETURN_IF_ERROR(ctx.store->set(ctx.prefix + "sel/" + key, toBytes(buf)));
@@ -486,8 +487,9 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 4, 0, "inter"));
   double syncUs = -1, segCopy = -1, segCopySmall = -1;
   if (ctx.segment != nullptr) {
-    BRAID_RETURN_IF_ERROR(probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall)
-                              .withContext("calibration probe of the intra-host segment"));
+    BRAID_RETURN_IF_ERROR(
+        probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall)
+            .withContext("calibration probe of the intra-host segment"));
   }
 
   if (ctx.rank == 0) {
@@ -501,11 +503,10 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
       int linkSteady = 0;
-      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %lf %lf %lf %d",
-                      &l->alphaUs, &l->betaUsPerByte, &l->betaSymUsPerByte,
-                      &l->betaSymLargeUsPerByte, &l->betaMidUsPerByte, &l->betaSymMidUsPerByte,
-                      &l->alphaOneWayUs, &l->betaSmallUsPerByte, &l->betaSymSmallUsPerByte,
-                      &linkSteady) != 10) {
+      if (std::sscanf(fromBytes(v).c_str(), "%lf %lf %lf %lf %lf %lf %lf %lf %lf %d", &l->alphaUs,
+                      &l->betaUsPerByte, &l->betaSymUsPerByte, &l->betaSymLargeUsPerByte,
+                      &l->betaMidUsPerByte, &l->betaSymMidUsPerByte, &l->alphaOneWayUs,
+                      &l->betaSmallUsPerByte, &l->betaSymSmallUsPerByte, &linkSteady) != 10) {
         return internalError(std::string("malformed calibration record for the ") + key + " link");
       }
       if (!linkSteady) {

@@ -35,9 +35,9 @@ double LinkCost::beta(bool symmetric, double messageBytes, double outOfCache) co
   double b = (1 - w) * mid + w * big;
   const double smallRaw = symmetric ? betaSymSmallUsPerByte : betaSmallUsPerByte;
   if (messageBytes < kMidBytes && smallRaw > 0) {
-    const double v = std::clamp(std::log2(std::max(messageBytes, 1.0) / kSmallBytes) /
-                                    std::log2(kMidBytes / kSmallBytes),
-                                0.0, 1.0);
+    const double v = std::clamp(
+        std::log2(std::max(messageBytes, 1.0) / kSmallBytes) / std::log2(kMidBytes / kSmallBytes),
+        0.0, 1.0);
     b = (1 - v) * smallRaw + v * mid;
   }
   // Out of cache, memory (and the transport's flow control) bound both directions alike.
@@ -61,10 +61,9 @@ std::string FabricModel::serialize() const {
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
-                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs,
-                intra.alphaOneWayUs, inter.alphaOneWayUs, intra.betaSmallUsPerByte,
-                intra.betaSymSmallUsPerByte, inter.betaSmallUsPerByte, inter.betaSymSmallUsPerByte,
-                copySmallUsPerByte);
+                inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs, intra.alphaOneWayUs,
+                inter.alphaOneWayUs, intra.betaSmallUsPerByte, intra.betaSymSmallUsPerByte,
+                inter.betaSmallUsPerByte, inter.betaSymSmallUsPerByte, copySmallUsPerByte);
   return buf;
 }
 
@@ -131,8 +130,7 @@ std::string FabricModel::describe() const {
                 "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f); sync %.2f us; call %.2f us; "
                 "%d cores/host; LLC %.0f MiB; from %s",
                 gbps(gammaUsPerByte), gbps(copyUsPerByte), gbps(copySmallUsPerByte), syncUs, callUs,
-                coresPerHost,
-                llcBytes / (1 << 20), source.c_str());
+                coresPerHost, llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
 
@@ -497,9 +495,9 @@ double CostModel::hierarchicalUs(size_t bytes, bool leader, size_t chunk) const 
     if (seg) {
       // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
       const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
-      intra = 2 * model_.syncUs +
-              memoryFactor(static_cast<double>(bytes)) *
-                  (copies * n * model_.copyUsPerByte + cpu * (L - 1) * n / k * model_.gammaUsPerByte);
+      intra = 2 * model_.syncUs + memoryFactor(static_cast<double>(bytes)) *
+                                      (copies * n * model_.copyUsPerByte +
+                                       cpu * (L - 1) * n / k * model_.gammaUsPerByte);
     } else {
       intra = cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * n / k * model_.intra.betaUsPerByte +
                      (L - 1) * n / k * model_.gammaUsPerByte);

@@ -39,7 +39,7 @@ class Communicator;
 enum class BucketSizing : int {
   kDefault = 0,  ///< BRAID_BUCKET_CAP_MB (0 there means kAuto)
   kFixed = 1,    ///< bucketCapBytes / firstBucketCapBytes
-  kAuto = 2,     ///< chosen by rank 0 from the selector's cost model and the observed ready timeline
+  kAuto = 2,     ///< chosen by rank 0 from the selector's cost model and the ready timeline
 };
 
 enum class GradReduction : int { kAverage = 0, kSum = 1 };

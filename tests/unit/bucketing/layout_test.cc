@@ -35,13 +35,11 @@ TEST(LayoutTest, IsolateLargeGivesAFullParameterItsOwnBucket) {
   // parameter 0 join 2 and 1; isolated, it gets a bucket of its own.
   auto p = floats({4096, 256, 256, 512, 512});
   EXPECT_EQ(planBuckets(p, reverseOrder(5), 4096, 4096), (BucketPlan{{4, 3}, {2, 1, 0}}));
-  EXPECT_EQ(planBuckets(p, reverseOrder(5), 4096, 4096, true),
-            (BucketPlan{{4, 3}, {2, 1}, {0}}));
+  EXPECT_EQ(planBuckets(p, reverseOrder(5), 4096, 4096, true), (BucketPlan{{4, 3}, {2, 1}, {0}}));
   // The limit is the open bucket's own cap: against the 4 KiB first cap, 0 closes {1} and then
   // opens the second bucket, whose 1 MiB cap it does not fill.
   EXPECT_EQ(planBuckets(p, {1, 0, 2, 3, 4}, 1 << 20, 4096), (BucketPlan{{1, 0}, {2, 3, 4}}));
-  EXPECT_EQ(planBuckets(p, {1, 0, 2, 3, 4}, 1 << 20, 4096, true),
-            (BucketPlan{{1}, {0, 2, 3, 4}}));
+  EXPECT_EQ(planBuckets(p, {1, 0, 2, 3, 4}, 1 << 20, 4096, true), (BucketPlan{{1}, {0, 2, 3, 4}}));
 }
 
 // A large gradient that is ready last (BERT's word embedding) must not drag the parameters

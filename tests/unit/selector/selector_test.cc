@@ -257,8 +257,8 @@ TEST(CostModel, CallCostShiftsEveryPredictionAlike) {
   Selector plain(testModel(), Placement::uniform(2, 2, true), {}, {}, false);
   Selector costly(testModel(), Placement::uniform(2, 2, true), {}, {}, false);
   costly.setCallUs(7.5);
-  for (SelCollective c : {SelCollective::kAllReduce, SelCollective::kReduceScatter,
-                          SelCollective::kBroadcast}) {
+  for (SelCollective c :
+       {SelCollective::kAllReduce, SelCollective::kReduceScatter, SelCollective::kBroadcast}) {
     for (const std::string& algo : modelAlgorithms(c)) {
       for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
         const double t = plain.costModel().predictUs(c, algo, bytes);
