@@ -92,6 +92,8 @@ void usage() {
       "                         [--backward-ms [PROFILE=]MS,...] [-n STEPS] [-w WARMUP]\n"
       "                         [--scale F] [--codecs SPEC;SPEC...] [-J FILE] [--file-store]\n"
       "                         [-T SECONDS]\n"
+      "  --ranks N  start N local ranks (default 1) unless started as a rank by a launcher\n"
+      "      (torchrun variables, mpiexec, BRAID_FILE_STORE)\n"
       "  -p  comma list of resnet50, bert-base, gpt2-small or profile files\n"
       "      (lines 'name elements work' in backward order)\n"
       "  -m  comma list of per-tensor, fixed-25m, auto\n"
@@ -490,7 +492,14 @@ int runLauncher(const Options& o, int argc, char** argv) {
 int main(int argc, char** argv) {
   braid::bench::Options o;
   if (!braid::bench::parseArgs(argc, argv, &o)) return 2;
-  if (o.ranks > 0 && getenv("RANK") == nullptr && getenv("BRAID_FILE_STORE") == nullptr) {
+  // Started by a launcher (torchrun, mpiexec, a BRAID_FILE_STORE set-up), this is one rank;
+  // otherwise it starts --ranks local ranks (one by default), as braid-perf does.
+  bool isRank = getenv("BRAID_FILE_STORE") != nullptr;
+  for (const char* v : {"RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
+    isRank = isRank || getenv(v) != nullptr;
+  }
+  if (!isRank) {
+    if (o.ranks <= 0) o.ranks = 1;
     return braid::bench::runLauncher(o, argc, argv);
   }
   return braid::bench::runRank(o);
