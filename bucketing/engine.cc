@@ -147,30 +147,10 @@ Status Bucketer::Impl::verifyRegistrations() {
 // it will pick at each size and prices data beyond the cache: a 94 MB bucket runs at a third of
 // the speed of a 4 MiB one on the test VM), and the copy of the result back to the gradients,
 // timed here out of cache. Without a prediction (one rank) a + b·c fitted to timed all-reduces of
-// 1 KiB and 4 MiB (f32) stands in. Every rank runs the same calls; only rank 0's figures are used
-// (it decides the layout).
+// 1 KiB and 4 MiB (f32) stands in. The prediction is the same on every rank, so every rank takes
+// the same branch and runs the same calls; only rank 0's figures are used (it decides the layout).
 Status Bucketer::Impl::calibrate() {
-  const size_t smallCount = 256, largeCount = size_t{1} << 20;
-  std::vector<float> buf(largeCount, 1.0f);
-  auto timeIt = [&](size_t count, int reps, double* medianNs) -> Status {
-    std::vector<double> t;
-    for (int i = 0; i < reps + 1; ++i) {
-      const uint64_t t0 = nowNs();
-      BRAID_RETURN_IF_ERROR(
-          comm_->allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kMax));
-      if (i > 0) t.push_back(static_cast<double>(nowNs() - t0));
-    }
-    std::sort(t.begin(), t.end());
-    *medianNs = t[t.size() / 2];
-    return Status::ok();
-  };
-  double small = 0, large = 0;
-  BRAID_RETURN_IF_ERROR(timeIt(smallCount, 7, &small).withContext("Bucketer calibration"));
-  BRAID_RETURN_IF_ERROR(timeIt(largeCount, 3, &large).withContext("Bucketer calibration"));
   constexpr double kEngineNs = 20000.0;
-  model_.aNs = small + kEngineNs;
-  model_.nsPerByte =
-      std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
   Communicator* comm = comm_;
   if (comm->allReducePredictedUs(size_t{1} << 20) > 0) {
     model_.aNs = kEngineNs;
@@ -189,10 +169,33 @@ Status Bucketer::Impl::calibrate() {
       }
       model_.copyNsPerByte = best / static_cast<double>(n);
     }
+    BRAID_INFO("bucketer calibration: buckets priced by the selector's model + %.0f us, copy "
+               "back %.2f GB/s",
+               kEngineNs * 1e-3, model_.copyNsPerByte > 0 ? 1.0 / model_.copyNsPerByte : 0.0);
+    return Status::ok();
   }
-  BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s); buckets priced %s",
-             (small + kEngineNs) * 1e-3, model_.nsPerByte, 1.0 / model_.nsPerByte,
-             model_.collectiveNs ? "by the selector's model, plus the copy back" : "by this fit");
+  const size_t smallCount = 256, largeCount = size_t{1} << 20;
+  std::vector<float> buf(largeCount, 1.0f);
+  auto timeIt = [&](size_t count, int reps, double* medianNs) -> Status {
+    std::vector<double> t;
+    for (int i = 0; i < reps + 1; ++i) {
+      const uint64_t t0 = nowNs();
+      BRAID_RETURN_IF_ERROR(
+          comm_->allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kMax));
+      if (i > 0) t.push_back(static_cast<double>(nowNs() - t0));
+    }
+    std::sort(t.begin(), t.end());
+    *medianNs = t[t.size() / 2];
+    return Status::ok();
+  };
+  double small = 0, large = 0;
+  BRAID_RETURN_IF_ERROR(timeIt(smallCount, 7, &small).withContext("Bucketer calibration"));
+  BRAID_RETURN_IF_ERROR(timeIt(largeCount, 3, &large).withContext("Bucketer calibration"));
+  model_.aNs = small + kEngineNs;
+  model_.nsPerByte =
+      std::max(0.01, (large - small) / static_cast<double>((largeCount - smallCount) * 4));
+  BRAID_INFO("bucketer calibration: a = %.1f us, %.3f ns/byte (%.2f GB/s)", model_.aNs * 1e-3,
+             model_.nsPerByte, 1.0 / model_.nsPerByte);
   return Status::ok();
 }
 

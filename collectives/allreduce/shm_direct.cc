@@ -1,7 +1,7 @@
 // Same-host all-reduce in the shared segment, with no message passing.
 //
-// Schedule, per chunk of at most H bytes (H = half of a rank's slot; two halves alternate so
-// that chunk k+1 is written while slow ranks still read chunk k):
+// Schedule for a message of at most H bytes (H = half of a rank's slot; the two halves alternate
+// between calls, so that the next call's data is written while slow ranks still read this one's):
 //   small chunks (≤ kSmallBytes, 16 KiB; 64 KiB when the machine's ranks outnumber its cores,
 //     where a second hand-off costs more context switches than the extra reductions: 4 ranks on
 //     2 cores reduce 32 KiB in 21 µs this way, in 33 µs the large way):
@@ -15,7 +15,7 @@
 // scheduler parks holds the others up less. Measured on the 2-core VM (braid-perf -a
 // shm,hierarchical --rounds 7, 4–64 MiB): 4 ranks 0–11% faster in all six rows, 2 ranks within
 // ±4% either way.
-// Cost per chunk of S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
+// Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
 //   (p−1)/p·S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/p/B_copy (publish) + (p−1)/p·S/B_copy
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
 //   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
@@ -36,71 +36,60 @@ constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
 Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
   ShmSegment* seg = a.shm;
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
-  if (count * a.elemSize > seg->halfBytes() && a.hostShm == seg && a.p2p != nullptr) {
-    return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
-  }
+  const size_t bytes = count * a.elemSize;
+  if (bytes > seg->halfBytes()) return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
+  // One chunk (at most a half slot). count == 0 still synchronizes once, so that a mismatch
+  // (0 vs n) is detected.
   const int p = seg->localSize();
   const int me = seg->localIndex();
   const size_t es = a.elemSize;
-  const size_t chunkElems = seg->halfBytes() / es;
   const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
   uint8_t* dst = static_cast<uint8_t*>(recvbuf);
-  bool first = true;
-  size_t done = 0;
-  // count == 0 still synchronizes once, so that a mismatch (0 vs n) is detected.
-  do {
-    const size_t n = std::min(chunkElems, count - done);
-    const size_t bytes = n * es;
-    const uint64_t g = seg->nextGeneration();
-    const int h = static_cast<int>(g & 1);
-    const bool small =
-        bytes <= (seg->oversubscribed() ? kSmallBytesCrowded : kSmallBytes) || p == 1;
-    // Large chunks: this rank's own shard is reduced straight from its input, so only the
-    // other ranks' shards need publishing (saves 1/p of the copy).
-    const size_t lo = small ? 0 : blockStart(n, p, me);
-    const size_t hi = small ? 0 : blockStart(n, p, me + 1);
-    copyToShared(seg->half(me, h), src + done * es, lo * es);
-    copyToShared(seg->half(me, h) + hi * es, src + (done + hi) * es, (n - hi) * es);
-    seg->arrive(g, a.seq, a.fp);
-    BRAID_RETURN_IF_ERROR(seg->waitArrived(g, first));
-    first = false;
-    if (small) {
-      // Every rank folds the p contributions in rank order, so all get the same bits; its own
-      // contribution is read from its input (in cache), not from its streamed-out slot.
-      uint8_t* out = dst + done * es;
-      // In place, ranks ≥ 2 would overwrite their input before folding it in: use the slot.
-      const uint8_t* own = (out == src + done * es && me >= 2) ? seg->half(me, h) : src + done * es;
-      auto contribution = [&](int i) -> const uint8_t* { return i == me ? own : seg->half(i, h); };
-      if (p == 1) {
-        copyIfDistinct(out, own, bytes);
-      } else {
-        a.reduce(out, contribution(0), contribution(1), n);
-        for (int i = 2; i < p; ++i) a.reduce(out, out, contribution(i), n);
-      }
-      if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, n, p);
+  const uint64_t g = seg->nextGeneration();
+  const int h = static_cast<int>(g & 1);
+  const bool small = bytes <= (seg->oversubscribed() ? kSmallBytesCrowded : kSmallBytes) || p == 1;
+  // Large chunks: this rank's own shard is reduced straight from its input, so only the other
+  // ranks' shards need publishing (saves 1/p of the copy).
+  const size_t lo = small ? 0 : blockStart(count, p, me);
+  const size_t hi = small ? 0 : blockStart(count, p, me + 1);
+  copyToShared(seg->half(me, h), src, lo * es);
+  copyToShared(seg->half(me, h) + hi * es, src + hi * es, (count - hi) * es);
+  seg->arrive(g, a.seq, a.fp);
+  BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
+  if (small) {
+    // Every rank folds the p contributions in rank order, so all get the same bits; its own
+    // contribution is read from its input (in cache), not from its streamed-out slot.
+    // In place, ranks ≥ 2 would overwrite their input before folding it in: use the slot.
+    const uint8_t* own = (dst == src && me >= 2) ? seg->half(me, h) : src;
+    auto contribution = [&](int i) -> const uint8_t* { return i == me ? own : seg->half(i, h); };
+    if (p == 1) {
+      copyIfDistinct(dst, own, bytes);
     } else {
-      // Reduce this rank's shard into its own output, then publish it in its slot (streamed, so
-      // the peers read it from memory rather than from this core's cache; see core/copy.h).
-      uint8_t* out = dst + (done + lo) * es;
-      const uint8_t* mine = src + (done + lo) * es;
-      for (int i = 0; i < p; ++i) {
-        if (i == me) continue;
-        a.reduce(out, mine, seg->half(i, h) + lo * es, hi - lo);
-        mine = out;
-      }
-      if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, hi - lo, p);
-      copyToShared(seg->half(me, h) + lo * es, out, (hi - lo) * es);
-      seg->markDone(g);
-      BRAID_RETURN_IF_ERROR(seg->waitDone(g));
-      for (int i = 0; i < p; ++i) {
-        if (i == me) continue;
-        const size_t ilo = blockStart(n, p, i);
-        const size_t ihi = blockStart(n, p, i + 1);
-        std::memcpy(dst + (done + ilo) * es, seg->half(i, h) + ilo * es, (ihi - ilo) * es);
-      }
+      a.reduce(dst, contribution(0), contribution(1), count);
+      for (int i = 2; i < p; ++i) a.reduce(dst, dst, contribution(i), count);
     }
-    done += n;
-  } while (done < count);
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst, count, p);
+    return Status::ok();
+  }
+  // Reduce this rank's shard into its own output, then publish it in its slot (streamed, so the
+  // peers read it from memory rather than from this core's cache; see core/copy.h).
+  uint8_t* out = dst + lo * es;
+  const uint8_t* mine = src + lo * es;
+  for (int i = 0; i < p; ++i) {
+    if (i == me) continue;
+    a.reduce(out, mine, seg->half(i, h) + lo * es, hi - lo);
+    mine = out;
+  }
+  if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, hi - lo, p);
+  copyToShared(seg->half(me, h) + lo * es, out, (hi - lo) * es);
+  seg->markDone(g);
+  BRAID_RETURN_IF_ERROR(seg->waitDone(g));
+  for (int i = 0; i < p; ++i) {
+    if (i == me) continue;
+    const size_t ilo = blockStart(count, p, i);
+    const size_t ihi = blockStart(count, p, i + 1);
+    std::memcpy(dst + ilo * es, seg->half(i, h) + ilo * es, (ihi - ilo) * es);
+  }
   return Status::ok();
 }
 

@@ -417,32 +417,23 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
 // (beyond it, shm runs hierarchical.cc's pipelined schedule, priced by hierarchicalUs). Copies
 // and reductions slow out of cache like everything else that streams memory.
 double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
-  const size_t half = std::max<size_t>(placement_.segmentHalfBytes, 4096);
   const double cpu = cpuShare(L);
   const double mem = memoryFactor(static_cast<double>(bytes));  // copies and reductions
-  double t = 0;
-  size_t done = 0;
-  do {
-    const size_t n = std::min(half, bytes - done);
-    const double dn = static_cast<double>(n);
-    // sync and copy were measured with every local rank at once (their contention included);
-    // the reduction kernel alone on one core, so it pays the oversubscription.
-    if (n <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
-      // One hand-off: arrive, then every rank folds all slots.
-      // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
-      const double copy = n < kStreamMinBytes && model_.copySmallUsPerByte > 0
-                              ? model_.copySmallUsPerByte
-                              : model_.copyUsPerByte;
-      t += model_.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * model_.gammaUsPerByte);
-    } else {
-      // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
-      // reduced shards out ((L−1)/L).
-      t += 2 * model_.syncUs + mem * ((2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
-                                      cpu * (L - 1) * dn / L * model_.gammaUsPerByte);
-    }
-    done += n;
-  } while (done < bytes);
-  return t;
+  const double dn = static_cast<double>(bytes);
+  // sync and copy were measured with every local rank at once (their contention included);
+  // the reduction kernel alone on one core, so it pays the oversubscription.
+  if (bytes <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
+    // One hand-off: arrive, then every rank folds all slots.
+    // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
+    const double copy = bytes < kStreamMinBytes && model_.copySmallUsPerByte > 0
+                            ? model_.copySmallUsPerByte
+                            : model_.copyUsPerByte;
+    return model_.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * model_.gammaUsPerByte);
+  }
+  // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
+  // reduced shards out ((L−1)/L).
+  return 2 * model_.syncUs + mem * ((2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
+                                    cpu * (L - 1) * dn / L * model_.gammaUsPerByte);
 }
 
 // A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
