@@ -258,13 +258,16 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp",
        "Transport between ranks: auto = shared memory within a host and tcp across hosts; shm or "
        "tcp force one"},
-      {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|mpi|file",
-       "How ranks find each other: env (rank/size/store address from environment variables), mpi, "
-       "file (BRAID_FILE_STORE), or auto to detect"},
+      {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto",
+       "auto|env|torchrun|file|slurm|ompi|pmi|pmix|mpi",
+       "How ranks find each other: auto detects the launcher (docs/launchers.md: file, torchrun, "
+       "slurm, ompi, pmi, pmix, then mpi; launchers that disagree are an error); a launcher's "
+       "name uses its variables alone (env = torchrun-style RANK/WORLD_SIZE/MASTER_ADDR)"},
       {"BRAID_STORE_PORT", ParamType::kInt, "0", "",
-       "Port rank 0 serves braid's rendezvous store on in the env (torchrun-style) bootstrap; 0 = "
-       "MASTER_PORT, or MASTER_PORT + 1 under a real torchrun (TORCHELASTIC_RUN_ID set), whose "
-       "own c10d store holds MASTER_PORT"},
+       "Port rank 0 serves braid's rendezvous store on, for every launcher with a TCP store; 0 = "
+       "MASTER_PORT (MASTER_PORT + 1 under a real torchrun, TORCHELASTIC_RUN_ID set, whose own "
+       "c10d store holds MASTER_PORT), under srun without MASTER_PORT 20000 + SLURM_JOB_ID % "
+       "9000"},
       {"BRAID_FILE_STORE", ParamType::kString, "", "",
        "Directory on a shared file system used as the rendezvous key-value store (for tests and "
        "jobs without MPI)"},

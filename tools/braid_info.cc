@@ -1,9 +1,11 @@
 // braid-info: what braid sees on this machine.
 //   braid-info topo [--source auto|sysfs|hwloc|file] [--write FILE]
 //   braid-info params
+//   braid-info launch
 //   braid-info nccl ...            (when built with tools/info_nccl.cc)
 //   braid-info --help
-// Exits 0 on success, 1 when detection or writing failed, 2 on a usage error.
+// Exits 0 on success, 1 when detection or writing failed (launch: no launcher, malformed or
+// conflicting launcher variables), 2 on a usage error.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "core/params.h"
 #include "topology/detect.h"
 #include "topology/topology_file.h"
+#include "transport/bootstrap/launchers.h"
 
 #if BRAID_HAVE_INFO_NCCL
 #include "tools/info_nccl.h"
@@ -34,6 +37,13 @@ void usage(FILE* out) {
           "  params\n"
           "      Print every BRAID_* parameter: name, type, default, the value in effect and\n"
           "      where it came from (env or default), and what it does.\n"
+          "  launch\n"
+          "      Print the launcher table in recognition order (file, torchrun, slurm, ompi,\n"
+          "      pmi, pmix, mpi): for each launcher whether its variables are present and what\n"
+          "      they say, then the one braid would use and why: rank, world size, local rank\n"
+          "      and size, node, the store's host:port. Exits 1 when no launcher is found or\n"
+          "      the variables are malformed or conflict (the error says which). See\n"
+          "      docs/launchers.md.\n"
           "  nccl [ARGS]\n"
           "      NCCL and plugin versions (%s).\n"
           "  --help\n"
@@ -129,6 +139,79 @@ int runParams(int argc, char** argv) {
   return 0;
 }
 
+std::string identityLine(const braid::LaunchIdentity& id) {
+  auto known = [](int v) { return v >= 0 ? std::to_string(v) : std::string("?"); };
+  std::string out =
+      "rank " + known(id.rank) + " of " + (id.size > 0 ? std::to_string(id.size) : "?");
+  out += ", local rank " + known(id.localRank) + " of " + known(id.localSize);
+  out += ", node " + known(id.node);
+  if (id.startedThisProcess) out += ", started by torchrun's agent";
+  return out;
+}
+
+std::string storeLine(const braid::StoreSpec& s) {
+  switch (s.kind) {
+    case braid::StoreKind::kFile:
+      return "file store " + s.directory;
+    case braid::StoreKind::kTcp: {
+      const bool v6 = s.host.find(':') != std::string::npos;
+      return "tcp store " + (v6 ? "[" + s.host + "]" : s.host) + ":" + std::to_string(s.port) +
+             " (" + s.origin + ")";
+    }
+    case braid::StoreKind::kMpi:
+      return "store through MPI (" + s.origin + ")";
+    case braid::StoreKind::kNone:
+      break;
+  }
+  return "no store";
+}
+
+int runLaunch(int argc, char** argv) {
+  if (argc > 0) {
+    if (std::strcmp(argv[0], "-h") == 0 || std::strcmp(argv[0], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    fprintf(stderr, "braid-info launch: unknown argument '%s'\n", argv[0]);
+    return 2;
+  }
+  const braid::LaunchSettings settings = braid::LaunchSettings::fromParams();
+  const braid::LaunchChoice c =
+      braid::detectLaunch(braid::LaunchEnvironment::fromProcess(), settings);
+  printf("launchers in recognition order (BRAID_BOOTSTRAP=%s; braid %s MPI)\n",
+         settings.method.c_str(), settings.mpiBuild ? "built with" : "without");
+  for (size_t i = 0; i < c.rows.size(); ++i) {
+    const braid::LaunchRow& r = c.rows[i];
+    printf("%zu  %-9s %-8s %s\n", i + 1, r.def->name, r.present ? "present" : "absent",
+           static_cast<int>(i) == c.chosen ? "<- chosen" : "");
+    printf("     %s; marked by %s\n", r.def->title, r.def->presentIf);
+    printf("     reads %s\n", r.def->variables);
+    if (!r.present) continue;
+    if (!r.identityText.empty()) printf("     found %s\n", r.identityText.c_str());
+    if (r.identityStatus.isOk()) {
+      printf("     %s\n", identityLine(r.identity).c_str());
+    } else {
+      printf("     cannot use its ranks: %s\n", r.identityStatus.message().c_str());
+    }
+    if (r.storeStatus.isOk()) {
+      printf("     %s\n", storeLine(r.store).c_str());
+    } else {
+      printf("     no store: %s\n", r.storeStatus.message().c_str());
+    }
+  }
+  if (!c.status.isOk()) {
+    printf("chosen: none\n");
+    fprintf(stderr, "braid-info launch: %s\n", c.status.toString().c_str());
+    return 1;
+  }
+  const braid::LaunchRow& r = *c.row();
+  printf("chosen: %s (%s)\n", r.def->name, r.def->title);
+  printf("  why: %s\n", c.reason.c_str());
+  printf("  %s\n", identityLine(r.identity).c_str());
+  printf("  %s\n", storeLine(r.store).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +226,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "topo") return runTopo(argc - 2, argv + 2);
   if (cmd == "params") return runParams(argc - 2, argv + 2);
+  if (cmd == "launch") return runLaunch(argc - 2, argv + 2);
   if (cmd == "nccl") {
 #if BRAID_HAVE_INFO_NCCL
     // runInfoNccl sees "nccl" as its argv[0].

@@ -66,6 +66,12 @@ Result<LaunchResult> launchLocalRanks(const LaunchOptions& options) {
       setenv("WORLD_SIZE", std::to_string(options.ranks).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("LOCAL_WORLD_SIZE", std::to_string(options.ranks).c_str(), 1);
+      // These ranks are a world of their own: an outer launcher's marks (this launcher run by
+      // srun or mpirun) would otherwise be compared with theirs (transport/bootstrap/launchers.h).
+      for (const char* outer :
+           {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "GROUP_RANK"}) {
+        unsetenv(outer);
+      }
       if (options.fileStore) {
         setenv("BRAID_FILE_STORE", storeDir.c_str(), 1);
         unsetenv("MASTER_ADDR");

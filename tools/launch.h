@@ -1,6 +1,9 @@
 // Starting N local ranks of a program, as torchrun does on one host: each child gets RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (or,
-// with a file store, BRAID_FILE_STORE). Used by braid-run, braid-perf --ranks and the tests.
+// with a file store, BRAID_FILE_STORE); the variables that would mark an outer launcher
+// (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, GROUP_RANK) are removed, so that
+// braid-run under srun or mpirun starts a local world. Used by braid-run, braid-perf --ranks and
+// the tests.
 #pragma once
 
 #include <string>

@@ -19,6 +19,7 @@
 #include "core/params.h"
 #include "tools/launch.h"
 #include "topology/sysfs.h"
+#include "transport/bootstrap/launchers.h"
 
 #ifndef BRAID_PERF_BUILD_TYPE
 #define BRAID_PERF_BUILD_TYPE "unknown"
@@ -214,8 +215,8 @@ void printUsage(const char* prog, FILE* out) {
       "  -J, --json FILE         write one JSON object per line per size, placement and algo\n"
       "      --ranks N           start N local ranks of this program and report from rank 0;\n"
       "                          without it braid-perf is one rank of an existing launch\n"
-      "                          (torchrun variables, mpiexec, BRAID_FILE_STORE) or, when none\n"
-      "                          is found, starts one rank\n"
+      "                          (torchrun variables, srun, mpirun/mpiexec: braid-info launch)\n"
+      "                          or, when none is found, starts one rank\n"
       "      --file-store        with --ranks: rendezvous through a directory, not TCP\n"
       "      --transport T       sets BRAID_TRANSPORT (auto|shm|tcp) for the ranks\n"
       "  -T, --timeout S         with --ranks: kill every rank after S seconds (default none)\n"
@@ -456,21 +457,22 @@ std::string jsonEscape(const std::string& s) {
   return out;
 }
 
-std::string launchDescription() {
-  if (const char* l = getenv(kLauncherEnv)) return l;
-  if (getenv("PMI_RANK")) return "mpiexec (PMI: MPICH/Hydra)";
-  if (getenv("OMPI_COMM_WORLD_RANK")) return "mpiexec (Open MPI)";
-  if (getenv("BRAID_FILE_STORE") && *getenv("BRAID_FILE_STORE")) return "BRAID_FILE_STORE";
-  if (getenv("MASTER_ADDR")) return "torchrun-style variables";
-  return "environment";
+/// The launcher table's verdict on this process's environment (read once).
+const LaunchChoice& launchChoice() {
+  static const LaunchChoice choice =
+      detectLaunch(LaunchEnvironment::fromProcess(), LaunchSettings::fromParams());
+  return choice;
 }
 
-bool launchedAsRank() {
-  for (const char* v : {"RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
-    if (getenv(v) != nullptr) return true;
-  }
-  return false;
+/// How this rank was started: the --ranks launcher, or the launcher table's row (its name first:
+/// "slurm (Slurm's srun), world size 4, tcp store ...").
+std::string launchDescription() {
+  if (const char* l = getenv(kLauncherEnv)) return l;
+  return launchChoice().row() != nullptr ? launchChoice().summary() : "environment";
 }
+
+/// Started by a launcher (torchrun-style, Slurm, Open MPI, PMI, PMIx variables) as one rank.
+bool launchedAsRank() { return braid::launchedAsRank(launchChoice()); }
 
 std::string timeText(double us) {
   char buf[32];
@@ -1070,15 +1072,13 @@ int benchMain(const CollectiveBench& bench, int argc, char** argv) {
   }
   // A launcher whose MPI differs from the one braid was built with starts singletons that each
   // see a world of one; refuse to report those as an N-rank result.
-  for (const char* v : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char* text = getenv(v);
-    if (text != nullptr && std::atoi(text) > 0 && std::atoi(text) != (*comm)->size()) {
-      std::fprintf(stderr,
-                   "braid-perf: the launcher says %s=%s but the communicator has %d rank(s); "
-                   "was braid built against another MPI than this mpiexec's?\n",
-                   v, text, (*comm)->size());
-      return 1;
-    }
+  if (const LaunchRow* row = launchChoice().row();
+      row != nullptr && row->identity.size > 0 && row->identity.size != (*comm)->size()) {
+    std::fprintf(stderr,
+                 "braid-perf: the launcher (%s: %s) says %d rank(s) but the communicator has %d; "
+                 "was braid built against another MPI than this mpiexec's?\n",
+                 row->def->name, row->identityText.c_str(), row->identity.size, (*comm)->size());
+    return 1;
   }
   RankRunner runner(bench, o, std::move(comm.value()));
   return runner.run();

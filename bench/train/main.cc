@@ -53,6 +53,7 @@
 #include "core/clock.h"
 #include "core/params.h"
 #include "tools/launch.h"
+#include "transport/bootstrap/launchers.h"
 
 namespace braid::bench {
 namespace {
@@ -93,7 +94,7 @@ void usage() {
       "                         [--scale F] [--codecs SPEC;SPEC...] [-J FILE] [--file-store]\n"
       "                         [-T SECONDS]\n"
       "  --ranks N  start N local ranks (default 1) unless started as a rank by a launcher\n"
-      "      (torchrun variables, mpiexec, BRAID_FILE_STORE)\n"
+      "      (torchrun variables, srun, mpirun/mpiexec; braid-info launch shows which)\n"
       "  -p  comma list of resnet50, bert-base, gpt2-small or profile files\n"
       "      (lines 'name elements work' in backward order)\n"
       "  -m  comma list of per-tensor, fixed-25m, auto\n"
@@ -492,12 +493,10 @@ int runLauncher(const Options& o, int argc, char** argv) {
 int main(int argc, char** argv) {
   braid::bench::Options o;
   if (!braid::bench::parseArgs(argc, argv, &o)) return 2;
-  // Started by a launcher (torchrun, mpiexec, a BRAID_FILE_STORE set-up), this is one rank;
-  // otherwise it starts --ranks local ranks (one by default), as braid-perf does.
-  bool isRank = getenv("BRAID_FILE_STORE") != nullptr;
-  for (const char* v : {"RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
-    isRank = isRank || getenv(v) != nullptr;
-  }
+  // Started by a launcher (torchrun, srun, mpirun/mpiexec: a row of the launcher table), this is
+  // one rank; otherwise it starts --ranks local ranks (one by default), as braid-perf does.
+  const bool isRank = braid::launchedAsRank(braid::detectLaunch(
+      braid::LaunchEnvironment::fromProcess(), braid::LaunchSettings::fromParams()));
   if (!isRank) {
     if (o.ranks <= 0) o.ranks = 1;
     return braid::bench::runLauncher(o, argc, argv);

@@ -38,7 +38,7 @@ const Expected kExpected[] = {
     {"BRAID_CALIBRATION", ParamType::kEnum, "auto", "auto|probe|off"},
     {"BRAID_CALIBRATION_CACHE", ParamType::kString, "", ""},
     {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp"},
-    {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|mpi|file"},
+    {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|torchrun|file|slurm|ompi|pmi|pmix|mpi"},
     {"BRAID_STORE_PORT", ParamType::kInt, "0", ""},
     {"BRAID_FILE_STORE", ParamType::kString, "", ""},
     {"BRAID_HOST_ID", ParamType::kString, "", ""},

@@ -129,9 +129,22 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-const char* const kLaunchVars[] = {
-    "RANK",     "WORLD_SIZE",           "LOCAL_RANK",       "MASTER_ADDR",    "MASTER_PORT",
-    "PMI_RANK", "OMPI_COMM_WORLD_RANK", "BRAID_FILE_STORE", "BRAID_BOOTSTRAP"};
+// Every variable that marks a launcher row (transport/bootstrap/launchers.h), so that a run
+// under srun or mpirun sees only what the test sets.
+const char* const kLaunchVars[] = {"RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "SLURM_PROCID",
+                                   "PMI_RANK",
+                                   "OMPI_COMM_WORLD_RANK",
+                                   "PMIX_RANK",
+                                   "BRAID_FILE_STORE",
+                                   "BRAID_BOOTSTRAP"};
 
 /// In a child: clears every launcher variable, then sets `vars`.
 void setLaunchEnv(const std::map<std::string, std::string>& vars) {
@@ -511,6 +524,11 @@ Status bootstrapWith(const std::map<std::string, std::string>& vars) {
                    {"MASTER_PORT", nullptr},
                    {"PMI_RANK", nullptr},
                    {"OMPI_COMM_WORLD_RANK", nullptr},
+                   {"PMIX_RANK", nullptr},
+                   {"SLURM_PROCID", nullptr},
+                   {"LOCAL_WORLD_SIZE", nullptr},
+                   {"GROUP_RANK", nullptr},
+                   {"TORCHELASTIC_RUN_ID", nullptr},
                    {"BRAID_FILE_STORE", nullptr},
                    {"BRAID_BOOTSTRAP", nullptr}});
   for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
