@@ -6,10 +6,10 @@
 #include <cstring>
 #include <string>
 
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 
 int main(int argc, char** argv) {
-  braid::tools::LaunchOptions options;
+  braid::launch::LaunchOptions options;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "braid-run: no program given (see --help)\n");
     return 2;
   }
-  auto result = braid::tools::launchLocalRanks(options);
+  auto result = braid::launch::launchLocalRanks(options);
   if (!result.isOk()) {
     fprintf(stderr, "braid-run: %s\n", result.status().toString().c_str());
     return 2;

@@ -17,7 +17,7 @@
 
 #include "braid/git_revision.h"
 #include "core/params.h"
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 #include "topology/sysfs.h"
 #include "transport/bootstrap/launchers.h"
 
@@ -490,11 +490,11 @@ std::string timeText(double us) {
 // The --ranks launcher.
 
 int runLauncher(const Options& o, const std::vector<std::string>& args) {
-  tools::LaunchOptions lo;
+  launch::LaunchOptions lo;
   lo.ranks = o.ranks > 0 ? o.ranks : 1;
   lo.fileStore = o.fileStore;
   lo.timeoutMs = o.timeoutS * 1000;
-  lo.argv.push_back(tools::selfExecutable());
+  lo.argv.push_back(launch::selfExecutable());
   if (lo.argv[0].empty()) lo.argv[0] = args[0];
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -508,7 +508,7 @@ int runLauncher(const Options& o, const std::vector<std::string>& args) {
   lo.env.emplace_back(kLauncherEnv, "braid-perf --ranks " + std::to_string(lo.ranks) +
                                         (o.fileStore ? " (file store)" : " (tcp store)"));
   if (!o.transport.empty()) lo.env.emplace_back("BRAID_TRANSPORT", o.transport);
-  Result<tools::LaunchResult> r = tools::launchLocalRanks(lo);
+  Result<launch::LaunchResult> r = launch::launchLocalRanks(lo);
   if (!r) {
     std::fprintf(stderr, "braid-perf: could not start %d ranks: %s\n", lo.ranks,
                  r.status().toString().c_str());

@@ -52,7 +52,7 @@
 #include "braid/git_revision.h"
 #include "core/clock.h"
 #include "core/params.h"
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 #include "transport/bootstrap/launchers.h"
 
 namespace braid::bench {
@@ -457,11 +457,11 @@ int runRank(const Options& o) {
 }
 
 int runLauncher(const Options& o, int argc, char** argv) {
-  tools::LaunchOptions lo;
+  launch::LaunchOptions lo;
   lo.ranks = o.ranks;
   lo.fileStore = o.fileStore;
   lo.timeoutMs = o.timeoutS * 1000;
-  lo.argv.push_back(tools::selfExecutable());
+  lo.argv.push_back(launch::selfExecutable());
   if (lo.argv[0].empty()) lo.argv[0] = argv[0];
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -472,7 +472,7 @@ int runLauncher(const Options& o, int argc, char** argv) {
     if (a == "--file-store") continue;
     lo.argv.push_back(a);
   }
-  auto r = tools::launchLocalRanks(lo);
+  auto r = launch::launchLocalRanks(lo);
   if (!r.isOk()) {
     fprintf(stderr, "braid-train-bench: %s\n", r.status().toString().c_str());
     return 2;

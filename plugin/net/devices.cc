@@ -6,7 +6,7 @@
 
 #include "core/hash.h"
 #include "topology/detect.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 
 namespace braid::plugin {
 namespace {

@@ -5,8 +5,8 @@
 //
 // Started without RANK/BRAID_FILE_STORE it is the launcher: it makes sure the digits data set is
 // there (running scripts/fetch_digits.sh into $BRAID_DATA_DIR, default <build>/data, when it is
-// missing), then starts 4 ranks of itself (tools/launch.h, file store) and fails unless every
-// rank exits 0. Each rank trains two models data-parallel through a Bucketer, once per codec,
+// missing), then starts 4 ranks of itself (transport/bootstrap/local_launch.h, file store) and
+// fails unless every rank exits 0. Each rank trains two models data-parallel through a Bucketer, once per codec,
 // and rank 0 judges the runs against the uncompressed one of the same seed.
 //
 // Data: scikit-learn's digits (1797 rows of 64 pixels 0..16 and a label), from Debian's
@@ -63,7 +63,7 @@
 
 #include "braid/bucketer.hpp"
 #include "braid/comm.hpp"
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 
 namespace braid::test {
 namespace {
@@ -660,17 +660,17 @@ int runLauncher(Options o, int argc, char** argv) {
       }
     }
   }
-  tools::LaunchOptions lo;
+  launch::LaunchOptions lo;
   lo.ranks = kRanks;
   lo.fileStore = true;
   lo.timeoutMs = 115000;
-  lo.argv.push_back(tools::selfExecutable());
+  lo.argv.push_back(launch::selfExecutable());
   if (lo.argv[0].empty()) lo.argv[0] = argv[0];
   for (int i = 1; i < argc; ++i) lo.argv.push_back(argv[i]);
   lo.argv.push_back("--data");
   lo.argv.push_back(o.data);
   lo.env.emplace_back("BRAID_TIMEOUT_MS", "60000");
-  auto r = tools::launchLocalRanks(lo);
+  auto r = launch::launchLocalRanks(lo);
   if (!r.isOk()) {
     fprintf(stderr, "convergence_test: %s\n", r.status().toString().c_str());
     return 1;

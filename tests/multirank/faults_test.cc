@@ -8,13 +8,13 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 
 #ifndef BRAID_CHECK_BINARY
 #error "BRAID_CHECK_BINARY must name the collectives_check executable"
 #endif
 
-namespace braid::tools {
+namespace braid::launch {
 namespace {
 
 struct Case {
@@ -69,4 +69,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace braid::tools
+}  // namespace braid::launch

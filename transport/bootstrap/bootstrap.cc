@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "transport/bootstrap/launchers.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 
 namespace braid {
 namespace detail {

@@ -10,7 +10,7 @@
 
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 
 namespace braid {
 namespace detail {

@@ -28,7 +28,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 
 namespace braid {
 namespace {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "braid/status.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 #include "transport/transport.h"
 
 namespace braid::transport::detail {

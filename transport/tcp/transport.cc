@@ -23,7 +23,7 @@
 #include "transport/backends.h"
 #include "transport/handle.h"
 #include "transport/tcp/connection.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 
 namespace braid::transport {
 namespace {

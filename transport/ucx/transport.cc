@@ -26,7 +26,7 @@
 #include "core/params.h"
 #include "transport/backends.h"
 #include "transport/handle.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 #include "transport/ucx/connection.h"
 #include "transport/ucx/worker.h"
 

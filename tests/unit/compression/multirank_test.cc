@@ -1,7 +1,8 @@
 // Codecs over a real Communicator between real processes (this binary re-launched as ranks with
-// tools/launch.h, file store, shm): every codec's allReduce gives bit-identical results on every
-// rank; error feedback accounts for every input across ranks (Σ_r (x_r + e_old,r − e_new,r) = p ×
-// the average); the casts and int8 stay within their bounds of the exact average; fp16 keeps
+// transport/bootstrap/local_launch.h, file store, shm): every codec's allReduce gives
+// bit-identical results on every rank; error feedback accounts for every input across ranks
+// (Σ_r (x_r + e_old,r − e_new,r) = p × the average); the casts and int8 stay within their
+// bounds of the exact average; fp16 keeps
 // values near 65504 on every rank (sum ~65504·p) and 1e-6 at p = 64.
 //
 // Worker mode: multirank_test --worker [spec ...] (RANK/WORLD_SIZE/BRAID_FILE_STORE from the
@@ -17,7 +18,7 @@
 
 #include "braid/comm.hpp"
 #include "compression/codec.h"
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 
 namespace braid {
 namespace {
@@ -175,14 +176,14 @@ int worker(std::vector<std::string> specs) {
 #endif
 
 void launch(int ranks, std::vector<std::string> specs, int deadlineMs = 20000) {
-  tools::LaunchOptions options;
+  launch::LaunchOptions options;
   options.ranks = ranks;
   options.argv = {BRAID_SELF_BINARY, "--worker"};
   options.argv.insert(options.argv.end(), specs.begin(), specs.end());
   options.fileStore = true;
   options.env = {{"BRAID_TIMEOUT_MS", std::to_string(deadlineMs)}, {"BRAID_TRANSPORT", "shm"}};
   options.timeoutMs = 3 * deadlineMs;
-  auto result = tools::launchLocalRanks(options);
+  auto result = launch::launchLocalRanks(options);
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   ASSERT_FALSE(result->timedOut) << "a rank hung";
   for (int r = 0; r < ranks; ++r) EXPECT_EQ(result->exitCodes[r], 0) << "rank " << r;

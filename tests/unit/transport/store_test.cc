@@ -24,7 +24,7 @@
 #include "core/clock.h"
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 #include "transport/transport.h"
 
 namespace braid {

@@ -25,7 +25,7 @@
 
 #include "core/clock.h"
 #include "core/params.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 #include "transport/transport.h"
 #include "tests/unit/transport/request_helpers.h"
 

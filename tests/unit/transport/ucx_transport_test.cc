@@ -15,7 +15,7 @@
 #include "core/clock.h"
 #include "core/params.h"
 #include "tests/unit/transport/request_helpers.h"
-#include "transport/tcp/socket.h"
+#include "transport/socket.h"
 #include "transport/transport.h"
 #include "transport/ucx/connection.h"
 

@@ -1,4 +1,4 @@
-#include "tools/launch.h"
+#include "transport/bootstrap/local_launch.h"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "core/clock.h"
 
-namespace braid::tools {
+namespace braid::launch {
 namespace {
 
 // A port the kernel considers free right now (bind to 0, read it back, close).
@@ -127,4 +127,4 @@ Result<LaunchResult> launchLocalRanks(const LaunchOptions& options) {
   return result;
 }
 
-}  // namespace braid::tools
+}  // namespace braid::launch

@@ -12,7 +12,7 @@
 
 #include "braid/status.h"
 
-namespace braid::tools {
+namespace braid::launch {
 
 struct LaunchOptions {
   int ranks = 2;
@@ -41,4 +41,4 @@ Result<LaunchResult> launchLocalRanks(const LaunchOptions& options);
 /// Path of the running executable.
 std::string selfExecutable();
 
-}  // namespace braid::tools
+}  // namespace braid::launch
