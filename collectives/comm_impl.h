@@ -19,7 +19,7 @@
 #include "collectives/p2p.h"
 #include "collectives/selector/selector.h"
 #include "collectives/shm_segment.h"
-#include "core/store.h"
+#include "braid/store.h"
 #include "transport/transport.h"
 
 namespace braid {

@@ -115,7 +115,6 @@ Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment() {
   options.rank = info.rank;
   options.size = info.size;
   options.store = std::shared_ptr<Store>(std::move(info.store));
-  options.jobSecret = info.jobSecret;
   return create(std::move(options));
 }
 
@@ -205,6 +204,17 @@ Status Communicator::Impl::init(CommOptions options) {
   }
   BRAID_RETURN_IF_ERROR(parseAlgoOverrides(paramString("BRAID_ALGO")));
   Deadline deadline = Deadline::afterMs(timeoutMs_);
+  if (secret_ == 0) {
+    // No secret given (createFromEnvironment, a framework's own store): rank 0 makes one and
+    // publishes it under this communicator's prefix, so that a store reused for several
+    // communicators never hands a rank the previous one's.
+    Result<uint64_t> secret = exchangeJobSecret(store_.get(), rank_, deadline, prefix_ + "secret");
+    if (!secret.isOk()) {
+      return secret.status().withContext("rank " + std::to_string(rank_) + " of " +
+                                         std::to_string(size_));
+    }
+    secret_ = secret.value();
+  }
 
   // Host grouping: every rank publishes its host identity.
   std::string hostId = detectHostId(options.hostId);

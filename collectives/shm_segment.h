@@ -14,7 +14,7 @@
 
 #include "braid/status.h"
 #include "collectives/p2p.h"
-#include "core/store.h"
+#include "braid/store.h"
 
 namespace braid::detail {
 

@@ -18,7 +18,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "core/reduce.h"
-#include "core/store.h"
+#include "braid/store.h"
 #include "topology/detect.h"
 #include "topology/sysfs.h"
 

@@ -15,11 +15,10 @@
 #include <string>
 
 #include "braid/status.h"
+#include "braid/store.h"
 #include "braid/types.h"
 
 namespace braid {
-
-class Store;
 
 /// An asynchronous operation. Operations complete in the order they were issued.
 class Work {
@@ -50,7 +49,9 @@ struct CommOptions {
   int size = 0;
   /// Rendezvous store shared by all ranks (kept alive by the communicator).
   std::shared_ptr<Store> store;
-  /// Per-job secret every connection presents (from the bootstrap).
+  /// Per-job secret every connection presents. 0 (the usual case): rank 0 makes one and
+  /// distributes it through `store`; nonzero: given by the caller, the same on every rank (the C
+  /// API's unique id carries one).
   uint64_t jobSecret = 0;
   /// "" = BRAID_TRANSPORT; "auto" (shm within a host, tcp across hosts), "shm", "tcp".
   std::string transport;

@@ -12,9 +12,8 @@
 #include "braid/comm.hpp"
 #include "core/clock.h"
 #include "core/params.h"
-#include "core/store.h"
+#include "braid/store.h"
 #include "python/src/common.h"
-#include "transport/bootstrap/bootstrap.h"
 
 namespace braid::python {
 namespace {
@@ -124,19 +123,13 @@ std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
   Result<std::unique_ptr<Communicator>> c = invalidArgument("");
   {
     py::gil_scoped_release release;
-    const Deadline deadline = Deadline::afterMs(paramInt("BRAID_TIMEOUT_MS"));
-    Result<uint64_t> secret = exchangeJobSecret(s.get(), rank, deadline);
-    if (!secret.isOk()) {
-      c = secret.status().withContext("rendezvous through the Python store");
-    } else {
-      CommOptions o;
-      o.rank = rank;
-      o.size = size;
-      o.store = s;
-      o.jobSecret = secret.value();
-      o.transport = transport;
-      c = Communicator::create(std::move(o));
-    }
+    CommOptions o;  // no job secret: create() exchanges one through the store
+    o.rank = rank;
+    o.size = size;
+    o.store = s;
+    o.transport = transport;
+    c = Communicator::create(std::move(o));
+    if (!c.isOk()) c = c.status().withContext("rendezvous through the Python store");
   }
   if (!c.isOk()) raiseStatus(c.status(), rank);
   return std::make_shared<CommHolder>(std::move(c.value()));

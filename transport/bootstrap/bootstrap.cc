@@ -20,7 +20,6 @@ Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline);
 
 namespace {
 
-constexpr const char* kSecretKey = "braid/secret";
 
 /// Rank 0 serves a TCP store on the row's host:port; the others connect to it.
 Result<std::unique_ptr<Store>> tcpStoreFor(const LaunchRow& row, Deadline deadline) {
@@ -86,26 +85,20 @@ Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline) {
   }
   info.launch = launch.summary() + "; " + launch.reason;
   BRAID_INFO("bootstrap: rank %d of %d, %s", info.rank, info.size, info.launch.c_str());
-  Result<uint64_t> secret = exchangeJobSecret(info.store.get(), info.rank, deadline);
-  if (!secret.isOk()) {
-    return secret.status().withContext("rank " + std::to_string(info.rank) + " of " +
-                                       std::to_string(info.size) + " (" + info.method +
-                                       " bootstrap)");
-  }
-  info.jobSecret = secret.value();
   return info;
 }
 
-Result<uint64_t> exchangeJobSecret(Store* store, int rank, Deadline deadline) {
+Result<uint64_t> exchangeJobSecret(Store* store, int rank, Deadline deadline,
+                                   const std::string& key) {
   if (store == nullptr || rank < 0) return invalidArgument("exchangeJobSecret: no store or rank");
   if (rank == 0) {
     BRAID_ASSIGN_OR_RETURN(uint64_t secret, transport::secureRandom64());
     std::vector<uint8_t> bytes(sizeof(secret));
     std::memcpy(bytes.data(), &secret, sizeof(secret));
-    BRAID_RETURN_IF_ERROR(store->set(kSecretKey, bytes));
+    BRAID_RETURN_IF_ERROR(store->set(key, bytes));
     return secret;
   }
-  Result<std::vector<uint8_t>> bytes = store->get(kSecretKey, deadline);
+  Result<std::vector<uint8_t>> bytes = store->get(key, deadline);
   if (!bytes.isOk()) {
     return bytes.status().withContext("waiting for rank 0 to publish the job secret");
   }

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "braid/status.h"
-#include "core/store.h"
+#include "braid/store.h"
 
 namespace braid {
 
@@ -40,13 +40,13 @@ struct BootstrapInfo {
   int size = 0;
   int localRank = -1;  ///< from the launcher (LOCAL_RANK, SLURM_LOCALID, MPI), -1 when unsaid
   std::unique_ptr<Store> store;
-  uint64_t jobSecret = 0;
   std::string method;  ///< the launcher row: "file", "torchrun", "slurm", "ompi", "pmi", "mpi"
   std::string launch;  ///< one line: the row, the store and why that row was chosen
 };
 
 /// Picks a launcher from the environment (BRAID_BOOTSTRAP=auto, or a row's name; env is
-/// torchrun), builds its store and exchanges the secret, made by rank 0, through it.
+/// torchrun) and builds its store. The job secret is exchanged through that store by
+/// Communicator::create, as for every other way of making a communicator.
 Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline);
 
 /// Store implementations.
@@ -58,7 +58,8 @@ Result<std::unique_ptr<Store>> createTcpStore(const std::string& host, int port,
 /// Port a server TcpStore listens on (for port 0).
 int tcpStorePort(Store* store);
 
-/// Exchanges the job secret: rank 0 generates and publishes it, the others read it.
-Result<uint64_t> exchangeJobSecret(Store* store, int rank, Deadline deadline);
+/// Exchanges the job secret under `key`: rank 0 generates and publishes it, the others read it.
+Result<uint64_t> exchangeJobSecret(Store* store, int rank, Deadline deadline,
+                                   const std::string& key = "braid/secret");
 
 }  // namespace braid

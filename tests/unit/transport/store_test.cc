@@ -395,11 +395,14 @@ int checkBootstrapAndRing(int rank, int size, int localRank, const char* method)
     return 20;
   }
   if (info->rank != rank || info->size != size || info->localRank != localRank) return 21;
-  if (info->method != method || !info->store || info->jobSecret == 0) return 22;
+  if (info->method != method || !info->store) return 22;
   Store* store = info->store.get();
-  // Every rank got the same secret.
+  // The secret, exchanged through the bootstrap's store as Communicator::create does: every rank
+  // gets the same one.
+  auto secret = exchangeJobSecret(store, rank, Deadline::afterMs(kWaitMs));
+  if (!secret.isOk() || secret.value() == 0) return 22;
   std::vector<uint8_t> mine(8);
-  std::memcpy(mine.data(), &info->jobSecret, 8);
+  std::memcpy(mine.data(), &secret.value(), 8);
   if (!store->set("test/secret/" + std::to_string(rank), mine).isOk()) return 23;
   for (int peer = 0; peer < size; ++peer) {
     auto v = store->get("test/secret/" + std::to_string(peer), Deadline::afterMs(kWaitMs));
@@ -407,7 +410,7 @@ int checkBootstrapAndRing(int rank, int size, int localRank, const char* method)
   }
   // A ring over the tcp transport, keyed by the bootstrap's secret.
   transport::TransportOptions options;
-  options.jobSecret = info->jobSecret;
+  options.jobSecret = secret.value();
   options.rank = rank;
   options.tcpAddress = "127.0.0.1";
   auto t = transport::createTransport("tcp", options);

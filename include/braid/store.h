@@ -1,14 +1,19 @@
-// The rendezvous Store: a small key-value service that ranks use to exchange connection handles
-// and host information at communicator creation. Implementations live in transport/bootstrap/
-// (TCP store for torchrun-style launches and MPI, file store for tests).
+// The rendezvous Store: a small key-value service that the ranks of a job share, used at
+// communicator creation (connection handles, host identities, the job secret) and by split.
+// braid serves its own (a TCP store for torchrun-style and Slurm launches, a file store for
+// tests); a framework can hand it its own instead (CommOptions::store), as the Python bindings do
+// with any torch.distributed store.
+//
+// Keys are plain strings; braid prefixes its keys per communicator. Implementations must be safe
+// to call from several threads.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "braid/deadline.h"
 #include "braid/status.h"
-#include "core/clock.h"
 
 namespace braid {
 
