@@ -3,7 +3,7 @@
 // tuning file (docs/tuning-file.md) with rules where the model's pick loses to the measured best.
 //
 //   braid-tune --ranks 4 -b 8 -e 256M -f 4 -o braid-tuning.txt
-//   scripts/fabric.sh run --hosts 2 --ranks-per-host 2 -- build/tools/braid-tune -o /tmp/t.txt
+//   scripts/fabric.sh run --hosts 2 --ranks-per-host 2 -- build/bench/tune/braid-tune -o /tmp/t.txt
 //
 // Every option other than the ones below goes to braid-perf (see braid-perf --help). The fabric
 // is calibrated afresh (BRAID_CALIBRATION=probe, which also refreshes the calibration cache) and
