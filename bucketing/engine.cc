@@ -152,10 +152,10 @@ Status Bucketer::Impl::verifyRegistrations() {
 Status Bucketer::Impl::calibrate() {
   constexpr double kEngineNs = 20000.0;
   Communicator* comm = comm_;
-  if (comm->allReducePredictedUs(size_t{1} << 20) > 0) {
+  if (comm->predictedUs(Collective::kAllReduce, size_t{1} << 20) > 0) {
     model_.aNs = kEngineNs;
     model_.collectiveNs = [comm](size_t bytes) {
-      return 1e3 * std::max(0.0, comm->allReducePredictedUs(bytes));
+      return 1e3 * std::max(0.0, comm->predictedUs(Collective::kAllReduce, bytes));
     };
     if (!opts_.zeroCopy) {
       // Twice 32 MiB: beyond the last-level cache of most machines, as large buckets are.

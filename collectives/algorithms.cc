@@ -1,9 +1,154 @@
+// The algorithm table. Adding an algorithm is its file (collectives/<collective>/<name>.cc,
+// defining run, plan and cost in namespace braid::detail::<collective>_<name>), one line in
+// BRAID_ALGORITHM_TABLE below, and that file in collectives/CMakeLists.txt.
 #include "collectives/algorithms.h"
 
-#include <algorithm>
 #include <cstring>
 
+namespace braid {
+
+// Here rather than with the communicator, so that what only needs names and the cost model (the
+// tuner plugin) does not link the communicator.
+const char* collectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return "allreduce";
+    case Collective::kReduceScatter:
+      return "reducescatter";
+    case Collective::kAllGather:
+      return "allgather";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllToAll:
+      return "alltoall";
+    case Collective::kBarrier:
+      return "barrier";
+    case Collective::kSend:
+      return "send";
+    case Collective::kRecv:
+      return "recv";
+  }
+  return "?";
+}
+
+}  // namespace braid
+
 namespace braid::detail {
+namespace {
+
+// Where a row can run (AvailabilityFn).
+const char* anyLayout(const AlgoLayout&) { return ""; }
+const char* oneHostWithSegment(const AlgoLayout& l) {
+  if (l.hosts > 1) return "needs every rank on one host";
+  return l.segment ? "" : "needs the shm transport";
+}
+const char* severalHosts(const AlgoLayout& l) {
+  return l.hosts > 1 ? "" : "needs ranks on more than one host";
+}
+const char* severalEqualHosts(const AlgoLayout& l) {
+  return l.hosts > 1 && l.minLocal == l.maxLocal
+             ? ""
+             : "needs ranks on more than one host, as many on each";
+}
+
+constexpr size_t k4K = size_t{4} << 10;
+constexpr size_t k64K = size_t{64} << 10;
+
+}  // namespace
+
+// One line per algorithm, grouped by collective; within a collective, the order in which names
+// are listed (error messages, braid-perf -a all) and in which the selector breaks ties.
+// Columns: collective, name, aliases, availability, chunk search (0: none, else the smallest
+// chunk the selector tries), and the namespace of the algorithm's file.
+// clang-format off
+#define BRAID_ALGORITHM_TABLE(X)                                                                    \
+  X(kAllReduce,     "ring",                "",                 anyLayout,          0,    allreduce_ring)                \
+  X(kAllReduce,     "tree",                "",                 anyLayout,          0,    allreduce_tree)                \
+  X(kAllReduce,     "halving_doubling",    "hd,rabenseifner",  anyLayout,          0,    allreduce_halving_doubling)    \
+  X(kAllReduce,     "shm",                 "",                 oneHostWithSegment, 0,    allreduce_shm)                 \
+  X(kAllReduce,     "hierarchical",        "hier",             severalHosts,       k64K, allreduce_hierarchical)        \
+  X(kAllReduce,     "hierarchical_leader", "leader",           severalHosts,       k64K, allreduce_hierarchical_leader) \
+  X(kAllReduce,     "double_binary_tree",  "dbt",              anyLayout,          k4K,  allreduce_double_binary_tree)  \
+  X(kReduceScatter, "ring",                "",                 anyLayout,          0,    reduce_scatter_ring)           \
+  X(kReduceScatter, "hierarchical",        "hier",             severalEqualHosts,  0,    reduce_scatter_hierarchical)   \
+  X(kAllGather,     "ring",                "",                 anyLayout,          0,    all_gather_ring)               \
+  X(kAllGather,     "hierarchical",        "hier",             severalEqualHosts,  0,    all_gather_hierarchical)       \
+  X(kBroadcast,     "tree",                "",                 anyLayout,          0,    broadcast_tree)                \
+  X(kReduce,        "tree",                "",                 anyLayout,          0,    reduce_tree)                   \
+  X(kAllToAll,      "pairwise",            "",                 anyLayout,          0,    all_to_all_pairwise)           \
+  X(kBarrier,       "dissemination",       "",                 anyLayout,          0,    barrier_dissemination)         \
+  X(kBarrier,       "shm",                 "",                 oneHostWithSegment, 0,    barrier_shm)
+// clang-format on
+
+// Each file's three functions.
+#define BRAID_DECLARE_ALGORITHM(coll, name, aliases, available, chunkFrom, ns)                \
+  namespace ns {                                                                              \
+  Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);  \
+  void plan(const CostModel& model, CostPlan* plan);                                          \
+  double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes); \
+  }
+BRAID_ALGORITHM_TABLE(BRAID_DECLARE_ALGORITHM)
+#undef BRAID_DECLARE_ALGORITHM
+
+const std::vector<Algorithm>& algorithmTable() {
+#define BRAID_ALGORITHM_ROW(coll, name, aliases, available, chunkFrom, ns) \
+  Algorithm{Collective::coll, name, aliases, available, chunkFrom, &ns::run, &ns::plan, &ns::cost},
+  static const std::vector<Algorithm> kTable = {BRAID_ALGORITHM_TABLE(BRAID_ALGORITHM_ROW)};
+#undef BRAID_ALGORITHM_ROW
+  return kTable;
+}
+
+size_t algorithmIndex(const Algorithm& a) {
+  return static_cast<size_t>(&a - algorithmTable().data());
+}
+
+std::vector<const Algorithm*> algorithmsOf(Collective c) {
+  std::vector<const Algorithm*> out;
+  for (const Algorithm& a : algorithmTable()) {
+    if (a.collective == c) out.push_back(&a);
+  }
+  return out;
+}
+
+namespace {
+
+// Whether `name` is one of the comma-separated `aliases`.
+bool isAlias(const char* aliases, const std::string& name) {
+  for (const char* p = aliases; *p != '\0';) {
+    const char* end = std::strchr(p, ',');
+    const size_t n = end != nullptr ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (n == name.size() && name.compare(0, n, p, n) == 0) return true;
+    if (end == nullptr) break;
+    p = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+const Algorithm* findAlgorithm(Collective c, const std::string& name) {
+  for (const Algorithm& a : algorithmTable()) {
+    if (a.collective == c && (name == a.name || isAlias(a.aliases, name))) return &a;
+  }
+  return nullptr;
+}
+
+std::string algorithmNames(Collective c) {
+  std::string s;
+  for (const Algorithm* a : algorithmsOf(c)) s += (s.empty() ? "" : ", ") + std::string(a->name);
+  return s;
+}
+
+Result<const Algorithm*> lookupAlgorithm(Collective c, const std::string& name) {
+  if (const Algorithm* a = findAlgorithm(c, name)) return a;
+  return invalidArgument(std::string("unknown ") + collectiveName(c) + " algorithm '" + name +
+                         "'; valid: " + algorithmNames(c));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the algorithms share
 
 uint8_t* Scratch::get(size_t bytes) {
   if (buf_.size() < bytes) {
@@ -18,68 +163,10 @@ void copyIfDistinct(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
 }
 
-HostPlan makeHostPlan(const CollArgs& a, bool leader) {
-  HostPlan plan;
-  if (a.hostOf == nullptr || static_cast<int>(a.hostOf->size()) != a.size) {
-    // No layout: one host.
-    for (int r = 0; r < a.size; ++r) plan.localRanks.push_back(r);
-    plan.local = a.rank;
-    plan.shards = leader ? 1 : a.size;
-    plan.group.push_back(a.rank);
-    return plan;
-  }
-  const std::vector<int>& hostOf = *a.hostOf;
-  for (int h : hostOf) plan.numHosts = std::max(plan.numHosts, h + 1);
-  std::vector<int> perHost(static_cast<size_t>(plan.numHosts), 0);
-  plan.host = hostOf[a.rank];
-  for (int r = 0; r < a.size; ++r) {
-    if (hostOf[r] == plan.host) {
-      if (r == a.rank) plan.local = static_cast<int>(plan.localRanks.size());
-      plan.localRanks.push_back(r);
-    }
-    ++perHost[hostOf[r]];
-  }
-  const int fewest = *std::min_element(perHost.begin(), perHost.end());
-  plan.uniform = fewest == *std::max_element(perHost.begin(), perHost.end());
-  plan.shards = std::min(leader ? 1 : fewest, kMaxLocalRanks);
-  if (plan.local < plan.shards) {
-    std::vector<int> seen(static_cast<size_t>(plan.numHosts), 0);
-    plan.group.assign(static_cast<size_t>(plan.numHosts), -1);
-    for (int r = 0; r < a.size; ++r) {
-      if (seen[hostOf[r]]++ == plan.local) plan.group[hostOf[r]] = r;
-    }
-  }
-  return plan;
-}
-
-const char* allReduceAlgoName(AllReduceAlgo algo) {
-  switch (algo) {
-    case AllReduceAlgo::kAuto: return "auto";
-    case AllReduceAlgo::kRing: return "ring";
-    case AllReduceAlgo::kTree: return "tree";
-    case AllReduceAlgo::kHalvingDoubling: return "halving_doubling";
-    case AllReduceAlgo::kShm: return "shm";
-    case AllReduceAlgo::kHierarchical: return "hierarchical";
-    case AllReduceAlgo::kHierarchicalLeader: return "hierarchical_leader";
-  }
-  return "?";
-}
-
-Result<AllReduceAlgo> parseAllReduceAlgo(const std::string& name) {
-  if (name.empty() || name == "auto") return AllReduceAlgo::kAuto;
-  if (name == "ring") return AllReduceAlgo::kRing;
-  if (name == "tree") return AllReduceAlgo::kTree;
-  if (name == "halving_doubling" || name == "hd" || name == "rabenseifner") {
-    return AllReduceAlgo::kHalvingDoubling;
-  }
-  if (name == "shm") return AllReduceAlgo::kShm;
-  if (name == "hierarchical" || name == "hier") return AllReduceAlgo::kHierarchical;
-  if (name == "hierarchical_leader" || name == "leader") {
-    return AllReduceAlgo::kHierarchicalLeader;
-  }
-  return invalidArgument("unknown all-reduce algorithm '" + name +
-                         "'; valid: auto, ring, tree, halving_doubling (hd), shm, hierarchical "
-                         "(hier), hierarchical_leader (leader)");
+uint8_t* beginAllReduce(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
+  copyIfDistinct(recvbuf, sendbuf, count * a.elemSize);
+  a.p2p->begin(a.seq, a.fp);
+  return static_cast<uint8_t*>(recvbuf);
 }
 
 }  // namespace braid::detail

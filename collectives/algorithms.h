@@ -1,6 +1,12 @@
-// Internal interface between the communicator and its algorithms. Each algorithm is one file
-// that opens with its schedule and α-β(-γ) cost, written only against P2p (or, for the same-host
-// algorithms, ShmSegment).
+// The algorithm table, and the internal interface between the communicator and its algorithms.
+//
+// Every algorithm of every collective is one row of the table in algorithms.cc: its collective,
+// name, aliases, where it can run, and the three functions of its file
+// (collectives/<collective>/<algorithm>.cc): run (the schedule, written only against P2p or, for
+// the same-host algorithms, ShmSegment), plan (what its cost depends on in the rank placement,
+// derived once per communicator) and cost (its α-β-γ price, next to the schedule comment that
+// states it). The selector, the cost model, BRAID_ALGO, tuning files, the tuner plugin,
+// braid-perf -a and the test matrix take names and candidates from the table and nowhere else.
 #pragma once
 
 #include <cstddef>
@@ -8,12 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm.hpp"
 #include "braid/types.h"
 #include "collectives/p2p.h"
 #include "collectives/shm_segment.h"
 #include "core/reduce.h"
 
 namespace braid::detail {
+
+class CostModel;
+struct CostPlan;
 
 /// Scratch memory that grows on demand and is reused (never freed per call), so repeated large
 /// collectives do not page-fault fresh memory on every call.
@@ -54,62 +64,78 @@ struct CollArgs {
   ShmSegment* hostShm = nullptr;
 };
 
-// All-reduce: sendbuf may equal recvbuf. kAvg is finished (divided) by the algorithm.
+// ---------------------------------------------------------------------------------------------
+// The table
+
+/// What decides whether an algorithm can run: where the ranks are.
+struct AlgoLayout {
+  int ranks = 1;
+  int hosts = 1;
+  int minLocal = 1;      ///< fewest ranks on one host
+  int maxLocal = 1;      ///< most ranks on one host
+  bool segment = false;  ///< an intra-host shared segment exists (shm transport)
+};
+
+/// One call: `count` is what the collective's API calls it (all-reduce, broadcast, reduce: the
+/// vector; reduce-scatter: recvcount; all-gather: sendcount; all-to-all: one block; barrier: 0);
+/// `root` for broadcast and reduce (−1 otherwise). kAvg is finished (divided) by the algorithm.
+using RunFn = Status (*)(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
+                         int root);
+/// Derives what the cost depends on in the placement (CostModel::placement()), once per model.
+using PlanFn = void (*)(const CostModel& model, CostPlan* plan);
+/// Predicted µs for `bytes` (CostModel::predictUs says what bytes counts) with pipelining chunk
+/// `chunkBytes`, without the call's fixed cost; only called where the algorithm can run and
+/// more than one rank takes part.
+using CostFn = double (*)(const CostModel& model, const CostPlan& plan, size_t bytes,
+                          size_t chunkBytes);
+/// "" when the algorithm can run on this layout, else why not ("needs ...").
+using AvailabilityFn = const char* (*)(const AlgoLayout& layout);
+
+/// One row of the table.
+struct Algorithm {
+  Collective collective;
+  const char* name;     ///< canonical, as logs, tuning files and braid-perf show it
+  const char* aliases;  ///< other accepted names, comma-separated ("" for none)
+  AvailabilityFn unavailable;
+  /// 0: runs with the pipelining chunk it is given; else the selector prices chunks from this
+  /// size up to 16 MiB and picks one (CostModel::bestChunk).
+  size_t chunkSearchFrom;
+  RunFn run;
+  PlanFn plan;
+  CostFn cost;
+};
+
+/// Every row, grouped by collective, in the order names are listed.
+const std::vector<Algorithm>& algorithmTable();
+/// The rows of one collective, in table order.
+std::vector<const Algorithm*> algorithmsOf(Collective c);
+/// The row of `c` called `name` (or one of its aliases), or null.
+const Algorithm* findAlgorithm(Collective c, const std::string& name);
+/// The same, or kInvalidArgument "unknown allreduce algorithm 'x'; valid: ring, tree, ...".
+Result<const Algorithm*> lookupAlgorithm(Collective c, const std::string& name);
+/// "ring, tree, ..." (canonical names of `c`, table order).
+std::string algorithmNames(Collective c);
+/// Position of a row in algorithmTable().
+size_t algorithmIndex(const Algorithm& a);
+
+// ---------------------------------------------------------------------------------------------
+// Algorithms that others run inside them (the table's run functions call these too).
+
 Status allReduceRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
-Status allReduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
 Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* recvbuf,
                                 size_t count);
-Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
 /// Intra-host reduce-scatter → inter-host all-reduce per shard → intra-host all-gather; with
 /// leader=true a single shard (reduce to local rank 0 → leaders' all-reduce → broadcast).
 Status allReduceHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
                              bool leader);
-
-// Other collectives (one algorithm each for now).
+/// Its price (allreduce/hierarchical.cc), which the shm all-reduce pays beyond a half slot.
+double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, size_t chunk);
 Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount);
 Status allGatherRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcount);
-Status broadcastTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count,
-                     int root);
+Status broadcastTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);
+/// recvbuf may be null on ranks other than root.
 Status reduceTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);
-Status allToAllPairwise(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
 Status barrierDissemination(const CollArgs& a);
-Status barrierShm(const CollArgs& a);
-
-/// This rank's view of the host layout for one call of a hierarchical algorithm.
-struct HostPlan {
-  int numHosts = 1;
-  int host = 0;                 ///< this rank's host index
-  int local = 0;                ///< this rank's index on its host
-  int shards = 1;               ///< k: local ranks 0..k−1 of every host own one shard each
-  bool uniform = true;          ///< every host holds the same number of ranks
-  std::vector<int> localRanks;  ///< global ranks on this host, in order
-  std::vector<int> group;       ///< owners only: the rank with this local index on every host
-};
-/// From CollArgs::hostOf (one host when unset); leader: a single shard (k = 1).
-HostPlan makeHostPlan(const CollArgs& a, bool leader);
-
-/// Hierarchical reduce-scatter and all-gather (collectives/hierarchical_rs_ag.cc), for hosts
-/// that hold the same number of ranks: the inter-host step runs among the ranks with the same
-/// local index, so each host's link carries only what the other hosts need.
-Status reduceScatterHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf,
-                                 size_t recvcount);
-Status allGatherHierarchical(const CollArgs& a, const void* sendbuf, void* recvbuf,
-                             size_t sendcount);
-
-/// The all-reduce algorithms by name, for BRAID_ALGO and the benchmark.
-enum class AllReduceAlgo {
-  kAuto,
-  kRing,
-  kTree,
-  kHalvingDoubling,
-  kShm,
-  kHierarchical,
-  kHierarchicalLeader
-};
-const char* allReduceAlgoName(AllReduceAlgo algo);
-/// Accepts "auto", "ring", "tree", "halving_doubling" (alias "hd", "rabenseifner"), "shm",
-/// "hierarchical" (alias "hier"), "hierarchical_leader" (alias "leader").
-Result<AllReduceAlgo> parseAllReduceAlgo(const std::string& name);
 
 /// Splits count elements into n nearly equal blocks: block i is [blockStart(i), blockStart(i+1)).
 inline size_t blockStart(size_t count, int n, int i) {
@@ -121,5 +147,9 @@ inline size_t blockStart(size_t count, int n, int i) {
 
 /// Copies src to dst unless they are the same buffer.
 void copyIfDistinct(void* dst, const void* src, size_t bytes);
+
+/// How an all-reduce over P2p starts: the input copied to the output (unless in place) and the
+/// operation begun (sequence and fingerprint); returns the output, where it reduces.
+uint8_t* beginAllReduce(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count);
 
 }  // namespace braid::detail

@@ -71,129 +71,100 @@ void Communicator::abort(const std::string& reason) {
   impl_->recordFailure(remoteError("rank " + std::to_string(impl_->rank_) + ": " + reason), true);
 }
 
-detail::Decision Communicator::Impl::decideAllReduce(size_t bytes) const {
-  using detail::AllReduceAlgo;
-  const std::string forced =
-      forcedAllReduce_ == AllReduceAlgo::kAuto ? "" : detail::allReduceAlgoName(forcedAllReduce_);
+detail::Decision Communicator::Impl::decide(Collective c, size_t bytes) const {
+  const detail::Algorithm* forced = forced_[static_cast<int>(c)];
   if (!selector_) {
     detail::Decision d;
-    d.algorithm = forced.empty() ? "ring" : forced;
+    const std::vector<const detail::Algorithm*> rows = detail::algorithmsOf(c);
+    d.row = forced != nullptr ? forced : rows.empty() ? nullptr : rows.front();
+    if (d.row != nullptr) d.algorithm = d.row->name;
     d.reason = "no selector";
     return d;
   }
-  return selector_->decide(detail::SelCollective::kAllReduce, bytes, forced);
-}
-
-detail::AllReduceAlgo Communicator::Impl::pickAllReduce(size_t bytes) const {
   // The selector (collectives/selector/): API force, BRAID_ALGO, tuning file, then the α-β-γ
-  // model's cheapest candidate; identical on every rank.
-  auto algo = detail::parseAllReduceAlgo(decideAllReduce(bytes).algorithm);
-  return algo.isOk() ? *algo : detail::AllReduceAlgo::kRing;
+  // model's cheapest candidate; identical on every rank. A rule naming an algorithm that cannot
+  // run here (hierarchical on one host or on unequal hosts) runs its fallback: the algorithm
+  // checks the layout itself.
+  return selector_->decide(c, bytes, forced);
 }
 
-std::string Communicator::allReduceAlgorithmFor(size_t bytes) const {
-  return detail::allReduceAlgoName(impl_->pickAllReduce(bytes));
+Communicator::Impl::Choice Communicator::Impl::choose(Collective c, size_t bytes) const {
+  // The decision depends on the collective and size only (and on what is forced): computed once
+  // per size, as evaluating the model and building its strings costs about a microsecond, as
+  // much as a small same-host all-reduce.
+  const uint64_t key = (static_cast<uint64_t>(bytes) << 4) | static_cast<uint64_t>(c);
+  std::lock_guard<std::mutex> lock(decisionMu_);
+  auto it = decisionCache_.find(key);
+  if (it != decisionCache_.end()) return it->second;
+  const detail::Decision d = decide(c, bytes);
+  const Choice choice{d.row, d.chunkBytes};
+  if (decisionCache_.size() >= kDecisionCacheEntries) decisionCache_.clear();
+  decisionCache_.emplace(key, choice);
+  return choice;
 }
 
-double Communicator::allReducePredictedUs(size_t bytes, const std::string& algorithm) const {
+std::string Communicator::Impl::unavailableWhy(const detail::Algorithm& algo) const {
+  return selector_ ? selector_->costModel().unavailableWhy(algo) : "";
+}
+
+std::vector<std::string> Communicator::algorithms(Collective collective) const {
+  std::vector<std::string> names;
+  for (const detail::Algorithm* a : detail::algorithmsOf(collective)) {
+    if (impl_->unavailableWhy(*a).empty()) names.push_back(a->name);
+  }
+  return names;
+}
+
+std::string Communicator::algorithmFor(Collective collective, size_t bytes) const {
+  const Impl::Choice choice = impl_->choose(collective, bytes);
+  return choice.algo != nullptr ? choice.algo->name : "";
+}
+
+Status Communicator::setAlgorithm(Collective collective, const std::string& name) {
+  const int c = static_cast<int>(collective);
+  if (c < 0 || c >= Impl::kCollectives || detail::algorithmsOf(collective).empty()) {
+    return invalidArgument(std::string("there is no algorithm to choose for ") +
+                           collectiveName(collective));
+  }
+  const detail::Algorithm* algo = nullptr;
+  if (!name.empty() && name != "auto") {
+    BRAID_ASSIGN_OR_RETURN(algo, detail::lookupAlgorithm(collective, name));
+    const std::string why = impl_->unavailableWhy(*algo);
+    if (!why.empty()) {
+      return invalidArgument(std::string(collectiveName(collective)) + " algorithm " + algo->name +
+                             " " + why + " (ranks span " + std::to_string(impl_->numHosts_) +
+                             " host(s))");
+    }
+  }
+  std::lock_guard<std::mutex> lock(impl_->decisionMu_);
+  impl_->forced_[c] = algo;
+  impl_->decisionCache_.clear();
+  return Status::ok();
+}
+
+double Communicator::predictedUs(Collective collective, size_t bytes,
+                                 const std::string& algorithm) const {
   if (!impl_->selector_) return -1;
-  if (algorithm.empty()) return impl_->decideAllReduce(bytes).predictedUs;
-  auto canonical = detail::canonicalAlgorithm(detail::SelCollective::kAllReduce, algorithm);
-  if (!canonical.isOk()) return -1;
-  return impl_->selector_->costModel().predictUs(detail::SelCollective::kAllReduce, *canonical,
-                                                  bytes);
+  if (algorithm.empty()) return impl_->decide(collective, bytes).predictedUs;
+  const detail::Algorithm* algo = detail::findAlgorithm(collective, algorithm);
+  if (algo == nullptr) return -1;
+  return impl_->selector_->costModel().predictUs(*algo, bytes);
 }
 
 std::string Communicator::selectorModel() const {
   return impl_->selector_ ? impl_->selector_->costModel().model().describe() : "none";
 }
 
-std::string Communicator::Impl::decideOther(detail::SelCollective c, size_t bytes) const {
-  const std::string& forced =
-      c == detail::SelCollective::kReduceScatter ? forcedReduceScatter_ : forcedAllGather_;
-  if (!selector_) return forced.empty() ? "ring" : forced;
-  // Hierarchical where it cannot run (a rule, an override: one host, unequal hosts) runs the
-  // ring: the algorithm checks the layout itself.
-  return selector_->decide(c, bytes, forced).algorithm;
-}
-
-namespace {
-Result<detail::SelCollective> otherCollective(const std::string& name) {
-  BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, detail::parseSelCollective(name));
-  if (c != detail::SelCollective::kReduceScatter && c != detail::SelCollective::kAllGather &&
-      c != detail::SelCollective::kAllReduce) {
-    return invalidArgument("algorithm choice is offered for allreduce, reducescatter and allgather, "
-                           "not " + name);
-  }
-  return c;
-}
-}  // namespace
-
-std::string Communicator::algorithmFor(const std::string& collective, size_t bytes) const {
-  auto c = otherCollective(collective);
-  if (!c.isOk()) return "";
-  if (*c == detail::SelCollective::kAllReduce) return allReduceAlgorithmFor(bytes);
-  return impl_->decideOther(*c, bytes);
-}
-
-Status Communicator::setAlgorithm(const std::string& collective, const std::string& name) {
-  BRAID_ASSIGN_OR_RETURN(detail::SelCollective c, otherCollective(collective));
-  if (c == detail::SelCollective::kAllReduce) {
-    return setAllReduceAlgorithm(name == "auto" ? "" : name);
-  }
-  std::string canonical;
-  if (!name.empty() && name != "auto") {
-    BRAID_ASSIGN_OR_RETURN(canonical, detail::canonicalAlgorithm(c, name));
-  }
-  (c == detail::SelCollective::kReduceScatter ? impl_->forcedReduceScatter_
-                                              : impl_->forcedAllGather_) = canonical;
-  return Status::ok();
-}
-
-double Communicator::predictedUs(const std::string& collective, size_t bytes,
-                                 const std::string& algorithm) const {
-  auto c = otherCollective(collective);
-  if (!c.isOk() || !impl_->selector_) return -1;
-  if (*c == detail::SelCollective::kAllReduce) return allReducePredictedUs(bytes, algorithm);
-  const std::string a = algorithm.empty() ? impl_->decideOther(*c, bytes) : algorithm;
-  auto canonical = detail::canonicalAlgorithm(*c, a);
-  if (!canonical.isOk()) return -1;
-  return impl_->selector_->costModel().predictUs(*c, *canonical, bytes);
-}
-
-Status Communicator::setAllReduceAlgorithm(const std::string& name) {
-  BRAID_ASSIGN_OR_RETURN(detail::AllReduceAlgo algo, detail::parseAllReduceAlgo(name));
-  if (algo == detail::AllReduceAlgo::kShm && impl_->numHosts_ > 1) {
-    return invalidArgument("the shm all-reduce needs every rank on one host; these ranks span " +
-                           std::to_string(impl_->numHosts_));
-  }
-  if (algo == detail::AllReduceAlgo::kShm && impl_->localRanks_.size() > 1 && impl_->size_ > 1 &&
-      !impl_->hasSegment()) {
-    return invalidArgument("the shm all-reduce is not available with BRAID_TRANSPORT=tcp");
-  }
-  std::lock_guard<std::mutex> lock(impl_->decisionMu_);
-  impl_->forcedAllReduce_ = algo;
-  impl_->decisionCache_.clear();
-  return Status::ok();
-}
-
 namespace {
 
-Status runAllReduce(const detail::CollArgs& a, detail::AllReduceAlgo algo, const void* s, void* r,
-                    size_t count) {
-  // One rank: every algorithm is a copy (a 1-rank communicator has no intra-host segment).
-  if (a.size == 1 && algo == detail::AllReduceAlgo::kShm) algo = detail::AllReduceAlgo::kRing;
-  switch (algo) {
-    case detail::AllReduceAlgo::kShm: return detail::allReduceShm(a, s, r, count);
-    case detail::AllReduceAlgo::kTree: return detail::allReduceTree(a, s, r, count);
-    case detail::AllReduceAlgo::kHalvingDoubling:
-      return detail::allReduceHalvingDoubling(a, s, r, count);
-    case detail::AllReduceAlgo::kHierarchical:
-      return detail::allReduceHierarchical(a, s, r, count, false);
-    case detail::AllReduceAlgo::kHierarchicalLeader:
-      return detail::allReduceHierarchical(a, s, r, count, true);
-    default: return detail::allReduceRing(a, s, r, count);
-  }
+// Runs the chosen row, with its pipelining chunk where the decision has one (a tuning-file rule's
+// or the model's pick).
+Status runChoice(const Communicator::Impl::Choice& choice, const detail::CollArgs& a,
+                 const void* sendbuf, void* recvbuf, size_t count, int root) {
+  if (choice.chunkBytes == 0) return choice.algo->run(a, sendbuf, recvbuf, count, root);
+  detail::CollArgs withChunk = a;
+  withChunk.chunkBytes = choice.chunkBytes;
+  return choice.algo->run(withChunk, sendbuf, recvbuf, count, root);
 }
 
 Status checkRoot(int root, int size) {
@@ -221,32 +192,9 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "allreduce send buffer"));
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  // The decision depends on the size only (and on what is forced): computed once per size, as
-  // evaluating the model and building its strings costs about a microsecond, as much as a
-  // small same-host all-reduce.
-  detail::AllReduceAlgo algo = detail::AllReduceAlgo::kRing;
-  size_t chunk = 0;  // a tuning-file rule's pipelining chunk, 0 = default
-  {
-    std::lock_guard<std::mutex> lock(decisionMu_);
-    auto it = decisionCache_.find(bytes);
-    if (it != decisionCache_.end()) {
-      algo = it->second.first;
-      chunk = it->second.second;
-    } else {
-      const detail::Decision d = decideAllReduce(bytes);
-      auto parsed = detail::parseAllReduceAlgo(d.algorithm);
-      algo = parsed.isOk() ? *parsed : detail::AllReduceAlgo::kRing;
-      chunk = d.chunkBytes;
-      if (decisionCache_.size() >= kDecisionCacheEntries) decisionCache_.clear();
-      decisionCache_.emplace(bytes, std::make_pair(algo, chunk));
-    }
-  }
-  return Op{makeFp(Collective::kAllReduce, count, type, op, -1),
-            [=](const detail::CollArgs& a) {
-              if (chunk == 0) return runAllReduce(a, algo, sendbuf, recvbuf, count);
-              detail::CollArgs withChunk = a;
-              withChunk.chunkBytes = chunk;
-              return runAllReduce(withChunk, algo, sendbuf, recvbuf, count);
+  const Choice choice = choose(Collective::kAllReduce, bytes);
+  return Op{makeFp(Collective::kAllReduce, count, type, op, -1), [=](const detail::CollArgs& a) {
+              return runChoice(choice, a, sendbuf, recvbuf, count, -1);
             }};
 }
 
@@ -296,11 +244,10 @@ Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* s
   // In place: recvbuf is this rank's block of sendbuf.
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, total, recvbuf, block,
                                      static_cast<const uint8_t*>(recvbuf) - block * rank_));
-  const bool hier = decideOther(detail::SelCollective::kReduceScatter, total) == "hierarchical";
+  const Choice choice = choose(Collective::kReduceScatter, total);
   return Op{makeFp(Collective::kReduceScatter, recvcount, type, op, -1),
             [=](const detail::CollArgs& a) {
-              return hier ? detail::reduceScatterHierarchical(a, sendbuf, recvbuf, recvcount)
-                          : detail::reduceScatterRing(a, sendbuf, recvbuf, recvcount);
+              return runChoice(choice, a, sendbuf, recvbuf, recvcount, -1);
             }};
 }
 
@@ -316,11 +263,10 @@ Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendb
   // In place: sendbuf is this rank's block of recvbuf.
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, block, recvbuf, total,
                                      static_cast<const uint8_t*>(recvbuf) + block * rank_));
-  const bool hier = decideOther(detail::SelCollective::kAllGather, total) == "hierarchical";
+  const Choice choice = choose(Collective::kAllGather, total);
   return Op{makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1),
             [=](const detail::CollArgs& a) {
-              return hier ? detail::allGatherHierarchical(a, sendbuf, recvbuf, sendcount)
-                          : detail::allGatherRing(a, sendbuf, recvbuf, sendcount);
+              return runChoice(choice, a, sendbuf, recvbuf, sendcount, -1);
             }};
 }
 
@@ -336,8 +282,11 @@ Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendb
     BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
   }
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "broadcast receive buffer"));
+  const Choice choice = choose(Collective::kBroadcast, bytes);
   return Op{makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root),
-            [=](const detail::CollArgs& a) { return detail::broadcastTree(a, sendbuf, recvbuf, count, root); }};
+            [=](const detail::CollArgs& a) {
+              return runChoice(choice, a, sendbuf, recvbuf, count, root);
+            }};
 }
 
 Status Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
@@ -401,8 +350,10 @@ Status Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, Da
     BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "reduce receive buffer"));
     BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
   }
-  return impl_->run(makeFp(Collective::kReduce, count, type, op, root), true,
-                    [=](const detail::CollArgs& a) { return detail::reduceTree(a, sendbuf, out, count, root); });
+  const Impl::Choice choice = impl_->choose(Collective::kReduce, bytes);
+  return impl_->run(
+      makeFp(Collective::kReduce, count, type, op, root), true,
+      [=](const detail::CollArgs& a) { return runChoice(choice, a, sendbuf, out, count, root); });
 }
 
 Status Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType type) {
@@ -412,15 +363,17 @@ Status Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, 
   BRAID_RETURN_IF_ERROR(checkBuffer(sendbuf, bytes, "alltoall send buffer"));
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "alltoall receive buffer"));
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
-  return impl_->run(makeFp(Collective::kAllToAll, count, type, ReduceOp::kSum, -1), true,
-                    [=](const detail::CollArgs& a) { return detail::allToAllPairwise(a, sendbuf, recvbuf, count); });
+  const Impl::Choice choice = impl_->choose(Collective::kAllToAll, bytes);
+  return impl_->run(
+      makeFp(Collective::kAllToAll, count, type, ReduceOp::kSum, -1), true,
+      [=](const detail::CollArgs& a) { return runChoice(choice, a, sendbuf, recvbuf, count, -1); });
 }
 
 Status Communicator::barrier() {
-  return impl_->run(makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, -1), true,
-                    [](const detail::CollArgs& a) {
-                      return a.shm ? detail::barrierShm(a) : detail::barrierDissemination(a);
-                    });
+  const Impl::Choice choice = impl_->choose(Collective::kBarrier, 0);
+  return impl_->run(
+      makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, -1), true,
+      [=](const detail::CollArgs& a) { return runChoice(choice, a, nullptr, nullptr, 0, -1); });
 }
 
 Status Communicator::send(const void* buf, size_t count, DataType type, int peer) {

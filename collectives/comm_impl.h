@@ -38,9 +38,18 @@ class Communicator::Impl {
   Result<std::shared_ptr<Work>> runAsync(const detail::Fingerprint& fp,
                                          std::function<Status(const detail::CollArgs&)> body);
 
-  detail::AllReduceAlgo pickAllReduce(size_t bytes) const;
-  /// The selector's full decision (algorithm, chunk, predicted time, reason) for an all-reduce.
-  detail::Decision decideAllReduce(size_t bytes) const;
+  /// The selector's full decision (the table's row, chunk, predicted time, reason) for a
+  /// collective of `bytes` (CostModel::predictUs says what bytes counts), with what
+  /// setAlgorithm forced.
+  detail::Decision decide(Collective c, size_t bytes) const;
+  /// The same, remembered per (collective, size): the row to run and its chunk (0 = default).
+  struct Choice {
+    const detail::Algorithm* algo = nullptr;
+    size_t chunkBytes = 0;
+  };
+  Choice choose(Collective c, size_t bytes) const;
+  /// Why `algo` cannot run on this communicator's layout ("" when it can).
+  std::string unavailableWhy(const detail::Algorithm& algo) const;
 
   /// Argument checks and the body of each operation that has a blocking and an async form.
   struct Op;
@@ -73,11 +82,13 @@ class Communicator::Impl {
   int ranksPerMachine_ = 1;
   std::vector<int> hostOf_;
   std::vector<int> localRanks_;
-  detail::AllReduceAlgo forcedAllReduce_ = detail::AllReduceAlgo::kAuto;
-  /// All-reduce decisions by message size (algorithm, chunk), cleared when one is forced.
+  /// Per collective, the algorithm forced through setAlgorithm (null = automatic).
+  static constexpr int kCollectives = static_cast<int>(Collective::kBarrier) + 1;
+  const detail::Algorithm* forced_[kCollectives] = {};
+  /// Decisions by (collective, message size), cleared when an algorithm is forced.
   static constexpr size_t kDecisionCacheEntries = 4096;
   mutable std::mutex decisionMu_;
-  mutable std::unordered_map<size_t, std::pair<detail::AllReduceAlgo, size_t>> decisionCache_;
+  mutable std::unordered_map<uint64_t, Choice> decisionCache_;
   /// What init resolved (transport, host identity), for split; the store prefix of a split
   /// child (set before init; "" = a fresh top-level prefix); splits made so far.
   CommOptions options_;
@@ -86,10 +97,6 @@ class Communicator::Impl {
   const std::string& storePrefix() const { return prefix_; }
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
-  /// Algorithms forced through setAlgorithm for reduce-scatter and all-gather ("" = automatic).
-  std::string forcedReduceScatter_, forcedAllGather_;
-  /// The algorithm for a reduce-scatter or all-gather of `bytes` ("ring" without a selector).
-  std::string decideOther(detail::SelCollective c, size_t bytes) const;
   detail::AlgoOverrides algoOverrides_;
 
  private:

@@ -21,21 +21,6 @@
 
 namespace braid {
 
-const char* collectiveName(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "allreduce";
-    case Collective::kReduceScatter: return "reducescatter";
-    case Collective::kAllGather: return "allgather";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllToAll: return "alltoall";
-    case Collective::kBarrier: return "barrier";
-    case Collective::kSend: return "send";
-    case Collective::kRecv: return "recv";
-  }
-  return "?";
-}
-
 namespace {
 
 std::string readFirstLine(const char* path) {
@@ -372,7 +357,7 @@ Status Communicator::Impl::connectAll(Deadline deadline) {
 }
 
 Status Communicator::Impl::parseAlgoOverrides(const std::string& spec) {
-  // "ring" (all-reduce) or "allreduce:ring;broadcast:tree"; the selector applies them.
+  // A bare name (all-reduce) or COLLECTIVE:NAME entries joined by ';'; the selector applies them.
   BRAID_ASSIGN_OR_RETURN(algoOverrides_, detail::parseAlgoOverrideSpec(spec));
   return Status::ok();
 }
@@ -411,15 +396,14 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   selector_ = std::make_unique<detail::Selector>(model, placement, algoOverrides_, std::move(rules),
                                                  paramBool("BRAID_EXPLAIN"));
   // A forced algorithm that cannot run here is an error, not a silent fallback.
-  for (int c = 0; c < 6; ++c) {
+  for (int c = 0; c < detail::kSelectableCollectives; ++c) {
     const auto coll = static_cast<detail::SelCollective>(c);
-    const std::string& forced = algoOverrides_.get(coll);
-    if (forced.empty()) continue;
-    std::string why = selector_->costModel().unavailableWhy(coll, forced);
-    if (why.empty() && forced == "shm" && size_ > 1 && !segment_) why = "needs the shm transport";
+    const detail::Algorithm* forced = algoOverrides_.row(coll);
+    if (forced == nullptr) continue;
+    const std::string why = selector_->costModel().unavailableWhy(*forced);
     if (!why.empty()) {
       return invalidArgument("BRAID_ALGO='" + algoOverrides_.spec + "': " +
-                             detail::selCollectiveName(coll) + " algorithm " + forced + " " +
+                             detail::selCollectiveName(coll) + " algorithm " + forced->name + " " +
                              why + " (ranks span " + std::to_string(numHosts_) + " host(s))");
     }
   }

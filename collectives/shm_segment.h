@@ -2,7 +2,8 @@
 // created by the host's first rank and mapped by every rank on that host. It holds, per local
 // rank, two cache-line flags (arrive, done), the fingerprint of the operation being run, and a
 // data slot of two halves (double buffering), plus a host-wide abort word. The shm all-reduce
-// (allreduce/shm_direct.cc) and the single-host barrier run on it without any message passing.
+// (allreduce/shm.cc) and the single-host barrier (barrier/shm.cc) run on it without any message
+// passing.
 #pragma once
 
 #include <atomic>

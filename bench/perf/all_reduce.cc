@@ -28,22 +28,6 @@ size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count, b
   return countMismatches(recv, p.reduced(), p.period(), p.elemSize(), count);
 }
 
-std::vector<std::string> allReduceCandidates() {
-  return {"ring", "tree", "halving_doubling", "shm", "hierarchical", "hierarchical_leader"};
-}
-
-double allReducePredicted(const Communicator& comm, const std::string& name, size_t bytes) {
-  return comm.allReducePredictedUs(bytes, name);
-}
-
-Status allReduceSelect(Communicator& comm, const std::string& name) {
-  return comm.setAllReduceAlgorithm(name);
-}
-
-std::string allReduceChosen(const Communicator& comm, size_t bytes) {
-  return comm.allReduceAlgorithmFor(bytes);
-}
-
 }  // namespace
 
 const CollectiveBench& allReduceBench() {
@@ -54,10 +38,7 @@ const CollectiveBench& allReduceBench() {
     b.initBuffers = allReduceInit;
     b.run = allReduceRun;
     b.check = allReduceCheck;
-    b.algorithms.candidates = allReduceCandidates;
-    b.algorithms.select = allReduceSelect;
-    b.algorithms.chosen = allReduceChosen;
-    b.algorithms.predictedUs = allReducePredicted;
+    b.algorithms = collectiveAlgorithms<Collective::kAllReduce>();
     return b;
   }();
   return kBench;

@@ -603,7 +603,7 @@ Status RankRunner::resolveAlgorithms() {
     return Status::ok();
   }
   // Availability is decided by every rank and agreed on (an algorithm runs only if all can).
-  std::vector<std::string> names = h.candidates();
+  std::vector<std::string> names = h.candidates(*comm_);
   std::vector<int32_t> mine(names.size()), all(names.size() * ctx_.ranks);
   std::vector<Status> why(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
@@ -775,8 +775,7 @@ int RankRunner::run() {
   for (const std::string& a : algos_) {
     size_t w = a.size();
     if (a == "auto") {
-      for (const std::string& n : available_) w = std::max(w, n.size() + 5);
-      w = std::max(w, std::string("auto:halving_doubling").size());
+      for (const std::string& n : available_) w = std::max(w, n.size() + 5);  // "auto:" + n
     }
     algoWidth = std::max(algoWidth, w);
   }

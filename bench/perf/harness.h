@@ -67,8 +67,8 @@ struct BenchContext {
 
 /// Optional hooks for collectives with several algorithms (-a).
 struct AlgorithmHooks {
-  /// Every algorithm name that can be forced, "auto" excluded.
-  std::vector<std::string> (*candidates)() = nullptr;
+  /// Every algorithm that can be forced on these ranks (the table's), "auto" excluded.
+  std::vector<std::string> (*candidates)(const Communicator& comm) = nullptr;
   /// Forces an algorithm on this rank ("" = automatic choice).
   Status (*select)(Communicator& comm, const std::string& name) = nullptr;
   /// The algorithm the automatic choice uses for a message of `bytes`.
@@ -96,12 +96,12 @@ struct CollectiveBench {
   AlgorithmHooks algorithms;
 };
 
-/// Algorithm hooks for a collective served by Communicator's generic choice API (kCollective:
-/// "reducescatter", "allgather"): ring, and hierarchical across hosts.
-template <const char* kCollective>
-AlgorithmHooks namedCollectiveAlgorithms() {
+/// Algorithm hooks for a collective, over Communicator's algorithm-choice API: the names come from
+/// the algorithm table (Communicator::algorithms).
+template <Collective kCollective>
+AlgorithmHooks collectiveAlgorithms() {
   AlgorithmHooks h;
-  h.candidates = [] { return std::vector<std::string>{"ring", "hierarchical"}; };
+  h.candidates = [](const Communicator& c) { return c.algorithms(kCollective); };
   h.select = [](Communicator& c, const std::string& n) { return c.setAlgorithm(kCollective, n); };
   h.chosen = [](const Communicator& c, size_t b) { return c.algorithmFor(kCollective, b); };
   h.predictedUs = [](const Communicator& c, const std::string& n, size_t b) {

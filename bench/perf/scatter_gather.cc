@@ -23,7 +23,7 @@ size_t ownBlock(const BenchContext& ctx, size_t count) {
   return static_cast<size_t>(ctx.rank) * blockCount(ctx, count) * ctx.pattern->elemSize();
 }
 
-template <const char* kCollective>
+template <Collective kCollective>
 CollectiveBench makeBench(const char* name,
                           void (*init)(const BenchContext&, void*, void*, size_t, bool),
                           Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
@@ -34,7 +34,7 @@ CollectiveBench makeBench(const char* name,
   b.initBuffers = init;
   b.run = run;
   b.check = check;
-  b.algorithms = namedCollectiveAlgorithms<kCollective>();
+  b.algorithms = collectiveAlgorithms<kCollective>();
   return b;
 }
 
@@ -92,19 +92,17 @@ size_t agCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*i
   return wrong;
 }
 
-constexpr char kReduceScatter[] = "reducescatter";
-constexpr char kAllGather[] = "allgather";
-
 }  // namespace
 
 const CollectiveBench& reduceScatterBench() {
   static const CollectiveBench kBench =
-      makeBench<kReduceScatter>("reduce_scatter", rsInit, rsRun, rsCheck);
+      makeBench<Collective::kReduceScatter>("reduce_scatter", rsInit, rsRun, rsCheck);
   return kBench;
 }
 
 const CollectiveBench& allGatherBench() {
-  static const CollectiveBench kBench = makeBench<kAllGather>("all_gather", agInit, agRun, agCheck);
+  static const CollectiveBench kBench =
+      makeBench<Collective::kAllGather>("all_gather", agInit, agRun, agCheck);
   return kBench;
 }
 

@@ -7,22 +7,21 @@
 // half on this rank's side), then an all-gather by recursive doubling (the same rounds in
 // reverse). Unfold: each odd rank of the first 2e sends the result to its even partner.
 // Cost: 2·log2 q·α + 2·(q−1)/q·S·β + (q−1)/q·S·γ, plus 2·(α + S·β) + S·γ for the fold when p is
-// not a power of two. Latency of the tree, bandwidth of the ring.
+// not a power of two (cost() below prices these phases on the real placement). Latency of the
+// tree, bandwidth of the ring.
 // Runs over CollArgs::group when set (r and p are then positions in the group).
 #include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
 
 namespace braid::detail {
 
 Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* recvbuf,
                                 size_t count) {
-  const int p = a.size;
-  const int r = a.rank;
+  uint8_t* buf = beginAllReduce(a, sendbuf, recvbuf, count);
+  if (a.size == 1) return Status::ok();
+  const int p = a.size, r = a.rank;
   const size_t es = a.elemSize;
-  uint8_t* buf = static_cast<uint8_t*>(recvbuf);
-  copyIfDistinct(recvbuf, sendbuf, count * es);
   P2p& net = *a.p2p;
-  net.begin(a.seq, a.fp);
-  if (p == 1) return Status::ok();
   int q = 1;
   while (q * 2 <= p) q *= 2;
   const int extra = p - q;
@@ -96,4 +95,50 @@ Status allReduceHalvingDoubling(const CollArgs& a, const void* sendbuf, void* re
   return Status::ok();
 }
 
+namespace allreduce_halving_doubling {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int /*root*/) {
+  return allReduceHalvingDoubling(a, sendbuf, recvbuf, count);
+}
+
+// Fold the first 2e ranks pairwise, then log2 q rounds of recursive halving (farthest partner
+// first) and the same rounds back, then unfold.
+void plan(const CostModel& m, CostPlan* plan) {
+  const int p = m.placement().size();
+  std::vector<CostModel::Phase>& phases = plan->phases;
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  const int extra = p - q;
+  auto real = [&](int v) { return v < extra ? v * 2 + 1 : v + extra; };
+  if (extra > 0) {
+    CostModel::Messages fold;
+    for (int i = 0; i < extra; ++i) fold.push_back({2 * i, 2 * i + 1});
+    phases.push_back(m.makePhase(fold, 1, 1, 1));
+  }
+  double frac = 1;
+  std::vector<CostModel::Phase> rounds;
+  for (int dist = q / 2; dist >= 1; dist /= 2) {
+    frac /= 2;
+    CostModel::Messages msgs;
+    for (int v = 0; v < q; ++v) msgs.push_back({real(v), real(v ^ dist)});
+    rounds.push_back(m.makePhase(msgs, frac, 1, frac));
+  }
+  for (const CostModel::Phase& ph : rounds) phases.push_back(ph);
+  for (auto it = rounds.rbegin(); it != rounds.rend(); ++it) {
+    CostModel::Phase ph = *it;
+    ph.gammaFrac = 0;
+    phases.push_back(ph);
+  }
+  if (extra > 0) {
+    CostModel::Messages unfold;
+    for (int i = 0; i < extra; ++i) unfold.push_back({2 * i + 1, 2 * i});
+    phases.push_back(m.makePhase(unfold, 1, 1, 0));
+  }
+}
+
+double cost(const CostModel& m, const CostPlan& plan, size_t bytes, size_t /*chunkBytes*/) {
+  return m.sumUs(plan.phases, static_cast<double>(bytes));
+}
+
+}  // namespace allreduce_halving_doubling
 }  // namespace braid::detail

@@ -42,9 +42,12 @@
 //   of a host sending through its link: the hierarchy moves ((H−1)/H)/((p−1)/p) of that over the
 //   link (2/3 for 2 hosts × 2 ranks) and saves 2(p−H)·α_net of latency.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "collectives/algorithms.h"
+#include "collectives/host_plan.h"
+#include "collectives/selector/cost_model.h"
 #include "core/copy.h"
 #include "core/params.h"
 
@@ -376,4 +379,105 @@ Status allReduceHierarchical(const CollArgs& a, const void* sendbuf, void* recvb
   return Hierarchical(a, plan, seg, sendbuf, recvbuf, count).run();
 }
 
+namespace {
+
+// A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
+// `share` such groups at once (runOne's rule below 256 KiB: one exchange for H = 2,
+// halving/doubling for H > 2); `miss`: the out-of-cache share of the whole collective.
+double flatInterUs(const CostModel& m, size_t bytes, int hosts, double share, double miss) {
+  if (hosts <= 1) return 0;
+  const FabricModel& f = m.model();
+  const double S = static_cast<double>(bytes);
+  const LinkCost& l = f.inter;
+  const double cpu = m.cpuShare(static_cast<int>(share));  // `share` ranks per host take part
+  if (hosts > 2 && bytes < kInterHalvingDoublingBytes) {
+    int q = 1, lg = 0;
+    while (q * 2 <= hosts) q *= 2, ++lg;
+    double t = 2 * lg * m.stepAlpha(l.alphaUs, cpu) +
+               2.0 * (q - 1) / q * S * l.beta(true, S / 2, miss) * share +
+               (q - 1.0) / q * S * f.gammaUsPerByte * cpu;
+    if (q != hosts) {
+      t += 2 * (m.stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * f.gammaUsPerByte;
+    }
+    return t;
+  }
+  if (hosts == 2 && bytes < kInterHalvingDoublingBytes) {  // one exchange of the whole shard
+    return m.stepAlpha(l.alphaUs, cpu) + S * l.beta(true, S, miss) * share +
+           S * f.gammaUsPerByte * cpu;
+  }
+  const double H = hosts;
+  return 2 * (H - 1) * (m.stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S / H, miss) * share) +
+         (H - 1) / H * S * f.gammaUsPerByte * cpu;
+}
+
+}  // namespace
+
+// Per piece, intra reduce-scatter (k = min local ranks shards), inter-host all-reduce of each
+// shard among the k owner groups (sharing each host's link), intra all-gather; the leader
+// variant uses one shard. Pieces are a quarter segment slot or the chunk, whichever is smaller;
+// one piece runs its steps in turn, several overlap one piece's intra-host steps with another's
+// transfer (fill, then the slower stage per further piece). Several pieces send each part
+// straight to its host (2 steps of the H−1 parts), one piece uses flatInterUs's rule.
+double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, size_t chunk) {
+  const FabricModel& f = m.model();
+  const int L = m.maxLocal();
+  const int k = leader ? 1 : m.minLocal();
+  const bool seg = m.placement().segment && L > 1;
+  const size_t quarter = std::max<size_t>(m.placement().segmentHalfBytes / 2, 4096);
+  const size_t piece = std::min(quarter, std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
+  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / piece));
+  const double n = static_cast<double>(bytes) / c;
+  const double cpu = m.cpuShare(L);
+  const double miss = m.outOfCache(static_cast<double>(bytes));
+  double intra = 0;
+  if (L > 1) {
+    if (seg) {
+      // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
+      const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
+      intra = 2 * f.syncUs +
+              m.memoryFactor(static_cast<double>(bytes)) *
+                  (copies * n * f.copyUsPerByte + cpu * (L - 1) * n / k * f.gammaUsPerByte);
+    } else {
+      intra = cpu * (2 * f.intra.alphaUs + 2 * (L - 1) * n / k * f.intra.betaUsPerByte +
+                     (L - 1) * n / k * f.gammaUsPerByte);
+    }
+  }
+  if (c == 1) return intra + flatInterUs(m, bytes / static_cast<size_t>(k), m.hosts(), k, miss);
+  double inter = 0;
+  if (m.hosts() > 1) {
+    const double H = m.hosts(), shard = n / k;
+    inter = 2 * m.stepAlpha(f.inter.alphaUs, m.cpuShare(k)) +
+            2 * (H - 1) / H * shard * f.inter.beta(true, shard / H, miss) * k +
+            (H - 1) / H * shard * f.gammaUsPerByte * m.cpuShare(k);
+  }
+  return intra + inter + (c - 1) * std::max(intra, inter);
+}
+
+namespace allreduce_hierarchical {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int /*root*/) {
+  return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
+}
+
+void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
+
+double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
+  return allReduceHierarchicalUs(m, bytes, false, chunkBytes);
+}
+
+}  // namespace allreduce_hierarchical
+
+namespace allreduce_hierarchical_leader {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int /*root*/) {
+  return allReduceHierarchical(a, sendbuf, recvbuf, count, true);
+}
+
+void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
+
+double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
+  return allReduceHierarchicalUs(m, bytes, true, chunkBytes);
+}
+
+}  // namespace allreduce_hierarchical_leader
 }  // namespace braid::detail

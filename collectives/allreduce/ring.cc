@@ -9,23 +9,22 @@
 //   once and each chunk is reduced as soon as it lands, overlapping reduction with transfer.
 // Cost: 2(p−1)·α + 2·(p−1)/p·S·β + (p−1)/p·S·γ, plus S/B_copy out of place (the input is
 // first copied to the output; the selector's model leaves this copy out). Bandwidth-optimal;
-// latency grows with p.
+// latency grows with p. cost() below prices the two phases on the real placement (which ring
+// edges cross hosts, how many share a host's link).
 // Runs over CollArgs::group when set (r and p are then positions in the group).
 #include <cstring>
 
 #include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
 
 namespace braid::detail {
 
 Status allReduceRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
-  const int p = a.size;
-  const int r = a.rank;
+  uint8_t* buf = beginAllReduce(a, sendbuf, recvbuf, count);
+  if (a.size == 1) return Status::ok();
+  const int p = a.size, r = a.rank;
   const size_t es = a.elemSize;
-  uint8_t* buf = static_cast<uint8_t*>(recvbuf);
-  copyIfDistinct(recvbuf, sendbuf, count * es);
   P2p& net = *a.p2p;
-  net.begin(a.seq, a.fp);
-  if (p == 1) return Status::ok();
   const int right = a.peer((r + 1) % p);
   const int left = a.peer((r - 1 + p) % p);
   const size_t chunkElems = std::max<size_t>(1, a.chunkBytes / es);
@@ -79,4 +78,25 @@ Status allReduceRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size
   return Status::ok();
 }
 
+namespace allreduce_ring {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int /*root*/) {
+  return allReduceRing(a, sendbuf, recvbuf, count);
+}
+
+// Every rank sends to r+1: p−1 reduce-scatter steps (reducing S/p) and p−1 all-gather steps,
+// S/p bytes each.
+void plan(const CostModel& m, CostPlan* plan) {
+  const int p = m.placement().size();
+  CostModel::Messages ring;
+  for (int r = 0; r < p; ++r) ring.push_back({r, (r + 1) % p});
+  const double dp = p;
+  plan->phases = {m.makePhase(ring, 1 / dp, p - 1, 1 / dp), m.makePhase(ring, 1 / dp, p - 1, 0)};
+}
+
+double cost(const CostModel& m, const CostPlan& plan, size_t bytes, size_t /*chunkBytes*/) {
+  return m.sumUs(plan.phases, static_cast<double>(bytes));
+}
+
+}  // namespace allreduce_ring
 }  // namespace braid::detail

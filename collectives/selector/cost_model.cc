@@ -7,20 +7,6 @@
 #include <sstream>
 
 namespace braid::detail {
-namespace {
-
-constexpr size_t kShmSmallBytes = 16 * 1024;             // allreduce/shm_direct.cc's small path,
-constexpr size_t kShmSmallBytesCrowded = 64 * 1024;      // and with more ranks than cores
-constexpr size_t kStreamMinBytes = 16 * 1024;            // core/copy.cc: memcpy below it
-constexpr size_t kHierInterHdBytes = size_t{256} << 10;  // hierarchical.cc's inter-host rule
-
-int ceilLog2(int p) {
-  int d = 0;
-  while ((1 << d) < p) ++d;
-  return d;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // FabricModel
@@ -137,22 +123,11 @@ std::string FabricModel::describe() const {
 // ---------------------------------------------------------------------------------------------
 // Names
 
-const char* selCollectiveName(SelCollective c) {
-  switch (c) {
-    case SelCollective::kAllReduce: return "allreduce";
-    case SelCollective::kReduceScatter: return "reducescatter";
-    case SelCollective::kAllGather: return "allgather";
-    case SelCollective::kBroadcast: return "broadcast";
-    case SelCollective::kReduce: return "reduce";
-    case SelCollective::kAllToAll: return "alltoall";
-  }
-  return "?";
-}
+const char* selCollectiveName(SelCollective c) { return collectiveName(c); }
 
 Result<SelCollective> parseSelCollective(const std::string& name) {
-  for (SelCollective c : {SelCollective::kAllReduce, SelCollective::kReduceScatter,
-                          SelCollective::kAllGather, SelCollective::kBroadcast,
-                          SelCollective::kReduce, SelCollective::kAllToAll}) {
+  for (int i = 0; i < kSelectableCollectives; ++i) {
+    const auto c = static_cast<SelCollective>(i);
     if (name == selCollectiveName(c)) return c;
   }
   return invalidArgument("unknown collective '" + name +
@@ -161,22 +136,16 @@ Result<SelCollective> parseSelCollective(const std::string& name) {
 }
 
 const std::vector<std::string>& modelAlgorithms(SelCollective c) {
-  static const std::vector<std::string> kAllReduce = {
-      "ring", "tree", "halving_doubling", "shm", "hierarchical", "hierarchical_leader"};
-  static const std::vector<std::string> kRing = {"ring"};
-  static const std::vector<std::string> kRingHierarchical = {"ring", "hierarchical"};
-  static const std::vector<std::string> kTree = {"tree"};
-  static const std::vector<std::string> kPairwise = {"pairwise"};
-  switch (c) {
-    case SelCollective::kAllReduce: return kAllReduce;
-    case SelCollective::kReduceScatter:
-    case SelCollective::kAllGather:
-      return kRingHierarchical;
-    case SelCollective::kBroadcast:
-    case SelCollective::kReduce: return kTree;
-    case SelCollective::kAllToAll: return kPairwise;
-  }
-  return kRing;
+  static const std::vector<std::vector<std::string>> kNames = [] {
+    std::vector<std::vector<std::string>> names(static_cast<size_t>(Collective::kRecv) + 1);
+    for (const Algorithm& a : algorithmTable()) {
+      names[static_cast<size_t>(a.collective)].push_back(a.name);
+    }
+    return names;
+  }();
+  static const std::vector<std::string> kNone;
+  const size_t i = static_cast<size_t>(c);
+  return i < kNames.size() ? kNames[i] : kNone;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -210,76 +179,15 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
   maxLocal_ = *std::max_element(perHost.begin(), perHost.end());
   if (placement_.ranksPerMachine <= 0) placement_.ranksPerMachine = maxLocal_;  // "unknown"
   hostsPerMachine_ = std::max(1, placement_.ranksPerMachine / std::max(maxLocal_, 1));
+  layout_.ranks = p;
+  layout_.hosts = hosts_;
+  layout_.minLocal = minLocal_;
+  layout_.maxLocal = maxLocal_;
+  layout_.segment = placement_.segment;
+  plans_.resize(algorithmTable().size());
   if (p <= 1) return;
-
-  // Ring: every rank sends to r+1; p−1 reduce-scatter steps (reducing S/p) and p−1 all-gather
-  // steps, S/p bytes each.
-  Messages ringMsgs;
-  for (int r = 0; r < p; ++r) ringMsgs.pairs.push_back({r, (r + 1) % p});
-  const double dp = p;
-  ring_ = {makePhase(ringMsgs, 1 / dp, p - 1, 1 / dp), makePhase(ringMsgs, 1 / dp, p - 1, 0)};
-  reduceScatter_ = {makePhase(ringMsgs, 1 / dp, p - 1, 1 / dp)};
-  allGather_ = {makePhase(ringMsgs, 1 / dp, p - 1, 0)};
-
-  // Halving/doubling (halving_doubling.cc): fold the first 2e ranks pairwise, then log2 q rounds
-  // of recursive halving (farthest partner first) and the same rounds back, then unfold.
-  int q = 1;
-  while (q * 2 <= p) q *= 2;
-  const int extra = p - q;
-  auto real = [&](int v) { return v < extra ? v * 2 + 1 : v + extra; };
-  if (extra > 0) {
-    Messages fold;
-    for (int i = 0; i < extra; ++i) fold.pairs.push_back({2 * i, 2 * i + 1});
-    halvingDoubling_.push_back(makePhase(fold, 1, 1, 1));
-  }
-  double frac = 1;
-  std::vector<Phase> rounds;
-  for (int dist = q / 2; dist >= 1; dist /= 2) {
-    frac /= 2;
-    Messages m;
-    for (int v = 0; v < q; ++v) m.pairs.push_back({real(v), real(v ^ dist)});
-    rounds.push_back(makePhase(m, frac, 1, frac));
-  }
-  for (const Phase& ph : rounds) halvingDoubling_.push_back(ph);
-  for (auto it = rounds.rbegin(); it != rounds.rend(); ++it) {
-    Phase ph = *it;
-    ph.gammaFrac = 0;
-    halvingDoubling_.push_back(ph);
-  }
-  if (extra > 0) {
-    Messages unfold;
-    for (int i = 0; i < extra; ++i) unfold.pairs.push_back({2 * i + 1, 2 * i});
-    halvingDoubling_.push_back(makePhase(unfold, 1, 1, 0));
-  }
-
-  // All-to-all (all_to_all.cc): step s sends block (r+s) mod p to rank r+s. Large worlds are
-  // priced by one representative step.
-  if (p <= 64) {
-    for (int s = 1; s < p; ++s) {
-      Messages m;
-      for (int r = 0; r < p; ++r) m.pairs.push_back({r, (r + s) % p});
-      allToAll_.push_back(makePhase(m, 1 / dp, 1, 0));
-    }
-  } else {
-    Messages m;
-    for (int r = 0; r < p; ++r) m.pairs.push_back({r, (r + p / 2) % p});
-    allToAll_.push_back(makePhase(m, 1 / dp, p - 1, 0));
-  }
-
-  // Binomial tree rooted at 0 (broadcast.cc): depth ⌈log2 p⌉; at level k, every v whose lowest
-  // set bit is k talks to v − 2^k.
-  treeLevelInter_.assign(static_cast<size_t>(ceilLog2(p)), false);
-  treeLevelActive_.assign(static_cast<size_t>(ceilLog2(p)), 1);
-  for (size_t k = 0; k < treeLevelInter_.size(); ++k) {
-    std::vector<int> active(static_cast<size_t>(hosts_), 0);
-    for (int v = 1 << k; v < p; v += 2 << k) {  // the ranks whose lowest set bit is k
-      const int parent = v - (1 << k);
-      if (placement_.hostOf[v] != placement_.hostOf[parent]) treeLevelInter_[k] = true;
-      ++active[placement_.hostOf[v]];
-      ++active[placement_.hostOf[parent]];
-    }
-    treeLevelActive_[k] = std::max(1, *std::max_element(active.begin(), active.end()));
-  }
+  // Each algorithm's schedule over this placement (its file's plan function).
+  for (const Algorithm& a : algorithmTable()) a.plan(*this, &plans_[algorithmIndex(a)]);
 }
 
 // A message step on a machine whose ranks outnumber its cores: the peer must be scheduled
@@ -326,70 +234,90 @@ CostModel::Phase CostModel::makePhase(const Messages& m, double frac, double rep
   ph.repeat = repeat;
   ph.frac = frac;
   ph.gammaFrac = gammaFrac;
-  const size_t h = static_cast<size_t>(hosts_);
-  std::vector<int> out(h, 0), in(h, 0), active(h, 0);
-  std::vector<uint8_t> seen(placement_.hostOf.size(), 0), sends(placement_.hostOf.size(), 0);
-  for (const auto& [s, d] : m.pairs) sends[s] = 1;
+  const Step st = makeStep({}, m);
+  ph.intra = st.intra;
+  ph.inter = st.inter;
+  ph.interShare = st.share;
+  ph.intraShare = cpuShare(st.active);
+  std::vector<uint8_t> sends(placement_.hostOf.size(), 0);
+  for (const auto& [s, d] : m) sends[s] = 1;
   ph.symmetric = true;
-  for (const auto& [s, d] : m.pairs) {
+  for (const auto& [s, d] : m) {
     if (!sends[d]) ph.symmetric = false;
-    const int hs = placement_.hostOf[s], hd = placement_.hostOf[d];
-    if (hs != hd) {
-      ph.inter = true;
-      ++out[hs];
-      ++in[hd];
-    } else {
-      ph.intra = true;
-    }
-    for (int r : {s, d}) {
-      if (!seen[r]) {
-        seen[r] = 1;
-        ++active[placement_.hostOf[r]];
-      }
-    }
   }
-  int share = 1, busiest = 1;
-  for (size_t i = 0; i < h; ++i) {
-    share = std::max({share, out[i], in[i]});
-    busiest = std::max(busiest, active[i]);
-  }
-  ph.interShare = share;
-  ph.intraShare = cpuShare(busiest);
   return ph;
-}
-
-double CostModel::phaseUs(const Phase& ph, double bytes) const {
-  const double b = ph.frac * bytes;
-  double t = 0;
-  const double miss = outOfCache(bytes);
-  const double bIntra = model_.intra.beta(ph.symmetric, b, miss);
-  const double bInter = model_.inter.beta(ph.symmetric, b, miss);
-  if (ph.intra) {
-    const double a = ph.symmetric ? model_.intra.alphaUs : model_.intra.oneWay();
-    t = std::max(t, stepAlpha(a, ph.intraShare) + ph.intraShare * b * bIntra);
-  }
-  if (ph.inter) {
-    // Shared cores delay the start of a step (the peer must be scheduled), not the wire: the
-    // link's bytes are priced by how many messages share it. (An unshaped link between emulated
-    // hosts is CPU-bound instead, and so priced low when ranks outnumber cores.)
-    const double a = ph.symmetric ? model_.inter.alphaUs : model_.inter.oneWay();
-    t = std::max(t, stepAlpha(a, ph.intraShare) + b * bInter * ph.interShare);
-  }
-  t += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte * memoryFactor(bytes);
-  return ph.repeat * t;
 }
 
 double CostModel::sumUs(const std::vector<Phase>& phases, double bytes) const {
   double t = 0;
-  for (const Phase& ph : phases) t += phaseUs(ph, bytes);
+  for (const Phase& ph : phases) {
+    const double b = ph.frac * bytes;
+    double u = 0;
+    const double miss = outOfCache(bytes);
+    const double bIntra = model_.intra.beta(ph.symmetric, b, miss);
+    const double bInter = model_.inter.beta(ph.symmetric, b, miss);
+    if (ph.intra) {
+      const double a = ph.symmetric ? model_.intra.alphaUs : model_.intra.oneWay();
+      u = std::max(u, stepAlpha(a, ph.intraShare) + ph.intraShare * b * bIntra);
+    }
+    if (ph.inter) {
+      // Shared cores delay the start of a step (the peer must be scheduled), not the wire: the
+      // link's bytes are priced by how many messages share it. (An unshaped link between
+      // emulated hosts is CPU-bound instead, and so priced low when ranks outnumber cores.)
+      const double a = ph.symmetric ? model_.inter.alphaUs : model_.inter.oneWay();
+      u = std::max(u, stepAlpha(a, ph.intraShare) + b * bInter * ph.interShare);
+    }
+    u += ph.intraShare * ph.gammaFrac * bytes * model_.gammaUsPerByte * memoryFactor(bytes);
+    t += ph.repeat * u;
+  }
   return t;
 }
 
-// Pipelined binomial tree: c chunks; the first chunk crosses every level (level k: the edges
-// between v and v − 2^k, inter-host if any of them crosses hosts), every further chunk one more
-// edge of the slowest level. Waiting ranks poll (spin, then yield), so a level whose active
-// ranks outnumber the cores pays the shared cores.
-double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
+CostModel::Step CostModel::makeStep(const Messages& reduced, const Messages& copied) const {
+  Step st;
+  const size_t h = static_cast<size_t>(hosts_), p = placement_.hostOf.size();
+  std::vector<int> out(h, 0), in(h, 0), active(h, 0);
+  std::vector<int> ops(p, 0), recvs(p, 0), reduces(p, 0);
+  std::vector<uint8_t> seen(p, 0);
+  for (const Messages* m : {&reduced, &copied}) {
+    for (const auto& [s, d] : *m) {
+      const int hs = placement_.hostOf[s], hd = placement_.hostOf[d];
+      if (hs != hd) {
+        st.inter = true;
+        ++out[hs];
+        ++in[hd];
+      } else {
+        st.intra = true;
+      }
+      ++ops[s];
+      ++ops[d];
+      ++recvs[d];
+      if (m == &reduced) ++reduces[d];
+      for (int r : {s, d}) {
+        if (!seen[r]) {
+          seen[r] = 1;
+          ++active[placement_.hostOf[r]];
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < h; ++i) {
+    st.share = std::max({st.share, out[i], in[i]});
+    st.active = std::max(st.active, active[i]);
+  }
+  for (size_t r = 0; r < p; ++r) {
+    st.ops = std::max(st.ops, ops[r]);
+    st.in = std::max(st.in, recvs[r]);
+    st.reduces = std::max(st.reduces, reduces[r]);
+  }
+  return st;
+}
+
+// c chunks; the first chunk crosses every level (inter-host if any of its edges crosses hosts),
+// every further chunk one more edge of the slowest level. Waiting ranks poll (spin, then yield),
+// so a level whose active ranks outnumber the cores pays the shared cores.
+double CostModel::pipelinedTreeUs(const std::vector<Step>& levels, bool reduce, size_t bytes,
+                                  size_t chunk) const {
   const int p = placement_.size();
   if (p <= 1) return 0;
   const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / chunk));
@@ -397,10 +325,10 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   const double miss = outOfCache(static_cast<double>(bytes));
   const double mem = memoryFactor(static_cast<double>(bytes));
   double first = 0, slowest = 0;
-  for (size_t k = 0; k < treeLevelInter_.size(); ++k) {
-    const bool inter = treeLevelInter_[k];
+  for (const Step& level : levels) {
+    const bool inter = level.inter;
     const LinkCost& l = inter ? model_.inter : model_.intra;
-    const double cpu = cpuShare(treeLevelActive_[k]);
+    const double cpu = cpuShare(level.active);
     // The wire of an inter-host edge is not slowed by shared cores; a copy through memory is.
     const double edge = stepAlpha(l.oneWay(), cpu) +
                         cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
@@ -413,145 +341,22 @@ double CostModel::treeUs(bool reduce, size_t bytes, size_t chunk) const {
   return first + (c - 1) * slowest;
 }
 
-// The shm algorithm (allreduce/shm_direct.cc) on one host of L ranks, up to one half slot
-// (beyond it, shm runs hierarchical.cc's pipelined schedule, priced by hierarchicalUs). Copies
-// and reductions slow out of cache like everything else that streams memory.
-double CostModel::segmentAllReduceUs(size_t bytes, int L) const {
-  const double cpu = cpuShare(L);
-  const double mem = memoryFactor(static_cast<double>(bytes));  // copies and reductions
-  const double dn = static_cast<double>(bytes);
-  // sync and copy were measured with every local rank at once (their contention included);
-  // the reduction kernel alone on one core, so it pays the oversubscription.
-  if (bytes <= (crowded() ? kShmSmallBytesCrowded : kShmSmallBytes)) {
-    // One hand-off: arrive, then every rank folds all slots.
-    // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
-    const double copy = bytes < kStreamMinBytes && model_.copySmallUsPerByte > 0
-                            ? model_.copySmallUsPerByte
-                            : model_.copyUsPerByte;
-    return model_.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * model_.gammaUsPerByte);
-  }
-  // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
-  // reduced shards out ((L−1)/L).
-  return 2 * model_.syncUs + mem * ((2.0 - 1.0 / L) * dn * model_.copyUsPerByte +
-                                    cpu * (L - 1) * dn / L * model_.gammaUsPerByte);
-}
-
-// A flat all-reduce of `bytes` among `hosts` ranks, one per host, whose links are shared by
-// `share` such groups at once (hierarchical.cc's rule below 256 KiB: one exchange for H = 2,
-// halving/doubling for H > 2);
-// `miss`: the out-of-cache share of the whole collective.
-double CostModel::flatInterUs(size_t bytes, int hosts, double share, double miss) const {
-  if (hosts <= 1) return 0;
-  const double S = static_cast<double>(bytes);
-  const LinkCost& l = model_.inter;
-  const double cpu = cpuShare(static_cast<int>(share));  // `share` ranks per host take part
-  if (hosts > 2 && bytes < kHierInterHdBytes) {
-    int q = 1, lg = 0;
-    while (q * 2 <= hosts) q *= 2, ++lg;
-    double t = 2 * lg * stepAlpha(l.alphaUs, cpu) +
-               2.0 * (q - 1) / q * S * l.beta(true, S / 2, miss) * share +
-               (q - 1.0) / q * S * model_.gammaUsPerByte * cpu;
-    if (q != hosts) {
-      t += 2 * (stepAlpha(l.alphaUs, cpu) + S * l.betaUsPerByte * share) + S * model_.gammaUsPerByte;
-    }
-    return t;
-  }
-  if (hosts == 2 && bytes < kHierInterHdBytes) {  // one exchange of the whole shard
-    return stepAlpha(l.alphaUs, cpu) + S * l.beta(true, S, miss) * share +
-           S * model_.gammaUsPerByte * cpu;
-  }
-  const double H = hosts;
-  return 2 * (H - 1) * (stepAlpha(l.alphaUs, cpu) + S / H * l.beta(true, S / H, miss) * share) +
-         (H - 1) / H * S * model_.gammaUsPerByte * cpu;
-}
-
-// hierarchical.cc: per piece, intra reduce-scatter (k = min local ranks shards), inter-host
-// all-reduce of each shard among the k owner groups (sharing each host's link), intra all-gather;
-// the leader variant uses one shard. Pieces are a quarter segment slot or the chunk, whichever is
-// smaller; one piece runs its steps in turn, several overlap one piece's intra-host steps with
-// another's transfer (fill, then the slower stage per further piece). Several pieces send each
-// part straight to its host (2 steps of the H−1 parts), one piece uses flatInterUs's rule.
-double CostModel::hierarchicalUs(size_t bytes, bool leader, size_t chunk) const {
-  const int L = maxLocal_;
-  const int k = leader ? 1 : minLocal_;
-  const bool seg = placement_.segment && L > 1;
-  const size_t quarter = std::max<size_t>(placement_.segmentHalfBytes / 2, 4096);
-  const size_t piece = std::min(quarter, std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
-  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / piece));
-  const double n = static_cast<double>(bytes) / c;
-  const double cpu = cpuShare(L);
-  const double miss = outOfCache(static_cast<double>(bytes));
-  double intra = 0;
-  if (L > 1) {
-    if (seg) {
-      // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
-      const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
-      intra = 2 * model_.syncUs + memoryFactor(static_cast<double>(bytes)) *
-                                      (copies * n * model_.copyUsPerByte +
-                                       cpu * (L - 1) * n / k * model_.gammaUsPerByte);
-    } else {
-      intra = cpu * (2 * model_.intra.alphaUs + 2 * (L - 1) * n / k * model_.intra.betaUsPerByte +
-                     (L - 1) * n / k * model_.gammaUsPerByte);
-    }
-  }
-  if (c == 1) return intra + flatInterUs(bytes / static_cast<size_t>(k), hosts_, k, miss);
-  double inter = 0;
-  if (hosts_ > 1) {
-    const double H = hosts_, shard = n / k;
-    inter = 2 * stepAlpha(model_.inter.alphaUs, cpuShare(k)) +
-            2 * (H - 1) / H * shard * model_.inter.beta(true, shard / H, miss) * k +
-            (H - 1) / H * shard * model_.gammaUsPerByte * cpuShare(k);
-  }
-  return intra + inter + (c - 1) * std::max(intra, inter);
-}
-
-// hierarchical_rs_ag.cc: a ring over the L ranks of each host with packs of S/L, a ring over
-// the H hosts with blocks of S/p (the L groups share each host's link), one pass over S in
-// memory for the layout; `reduce`: reduce-scatter (γ on both rings).
-double CostModel::hierarchicalRsAgUs(size_t bytes, bool reduce) const {
-  const double S = static_cast<double>(bytes), L = maxLocal_, H = hosts_;
-  const double pack = S / L, block = S / (L * H);
-  const double miss = outOfCache(S);
-  const double cpu = cpuShare(maxLocal_);
-  const double gamma = reduce ? model_.gammaUsPerByte * memoryFactor(S) * cpu : 0;
-  double t = S * model_.copyUsPerByte * memoryFactor(S);
-  if (L > 1) {
-    t += (L - 1) * (stepAlpha(model_.intra.alphaUs, cpu) +
-                    pack * model_.intra.beta(true, pack, miss) * cpu + pack * gamma);
-  }
-  t += (H - 1) * (stepAlpha(model_.inter.alphaUs, cpu) +
-                  block * model_.inter.beta(true, block, miss) * L + block * gamma);
-  return t;
+std::string CostModel::unavailableWhy(const Algorithm& algo) const {
+  return algo.unavailable(layout_);
 }
 
 std::string CostModel::unavailableWhy(SelCollective c, const std::string& algo) const {
-  const auto& names = modelAlgorithms(c);
-  if (std::find(names.begin(), names.end(), algo) == names.end()) {
-    return std::string("not an algorithm of ") + selCollectiveName(c);
-  }
-  if ((c == SelCollective::kReduceScatter || c == SelCollective::kAllGather) &&
-      algo == "hierarchical" && (hosts_ <= 1 || minLocal_ != maxLocal_)) {
-    return "needs ranks on more than one host, as many on each";
-  }
-  if (c != SelCollective::kAllReduce) return "";
-  if (algo == "shm" && (hosts_ > 1 || !placement_.segment)) {
-    return hosts_ > 1 ? "needs every rank on one host" : "needs the shm transport";
-  }
-  if ((algo == "hierarchical" || algo == "hierarchical_leader") && hosts_ <= 1) {
-    return "needs ranks on more than one host";
-  }
-  return "";
+  const Algorithm* a = findAlgorithm(c, algo);
+  if (a == nullptr) return std::string("not an algorithm of ") + selCollectiveName(c);
+  return unavailableWhy(*a);
 }
 
-size_t CostModel::bestChunk(SelCollective c, const std::string& algo, size_t bytes) const {
-  if (c != SelCollective::kAllReduce || (algo != "hierarchical" && algo != "hierarchical_leader") ||
-      !unavailableWhy(c, algo).empty()) {
-    return 0;
-  }
+size_t CostModel::bestChunk(const Algorithm& algo, size_t bytes) const {
+  if (algo.chunkSearchFrom == 0 || !unavailableWhy(algo).empty()) return 0;
   size_t best = 0;
-  double bestUs = predictUs(c, algo, bytes);
-  for (size_t chunk = size_t{64} << 10; chunk <= size_t{16} << 20; chunk *= 2) {
-    const double t = predictUs(c, algo, bytes, chunk);
+  double bestUs = predictUs(algo, bytes);
+  for (size_t chunk = algo.chunkSearchFrom; chunk <= size_t{16} << 20; chunk *= 2) {
+    const double t = predictUs(algo, bytes, chunk);
     if (t >= 0 && t < bestUs * 0.98) {  // only a clear gain moves it off the default
       bestUs = t;
       best = chunk;
@@ -560,39 +365,18 @@ size_t CostModel::bestChunk(SelCollective c, const std::string& algo, size_t byt
   return best;
 }
 
-double CostModel::predictUs(SelCollective c, const std::string& algo, size_t bytes,
-                            size_t chunkBytes) const {
-  if (!unavailableWhy(c, algo).empty()) return -1;
+double CostModel::predictUs(const Algorithm& algo, size_t bytes, size_t chunkBytes) const {
+  if (!unavailableWhy(algo).empty()) return -1;
   if (placement_.size() <= 1) return 0;
-  const double t = transferUs(c, algo, bytes, chunkBytes);
+  const size_t chunk = std::max<size_t>(chunkBytes ? chunkBytes : placement_.chunkBytes, 4096);
+  const double t = algo.cost(*this, plans_[algorithmIndex(algo)], bytes, chunk);
   return t < 0 ? t : t + model_.callUs;
 }
 
-double CostModel::transferUs(SelCollective c, const std::string& algo, size_t bytes,
-                             size_t chunkBytes) const {
-  const size_t chunk = std::max<size_t>(chunkBytes ? chunkBytes : placement_.chunkBytes, 4096);
-  const double S = static_cast<double>(bytes);
-  switch (c) {
-    case SelCollective::kAllReduce:
-      if (algo == "ring") return sumUs(ring_, S);
-      if (algo == "halving_doubling") return sumUs(halvingDoubling_, S);
-      if (algo == "tree") return treeUs(true, bytes, chunk) + treeUs(false, bytes, chunk);
-      if (algo == "shm") {  // beyond a half slot it runs hierarchical.cc's pipelined schedule
-        return bytes > placement_.segmentHalfBytes ? hierarchicalUs(bytes, false, chunk)
-                                                   : segmentAllReduceUs(bytes, placement_.size());
-      }
-      if (algo == "hierarchical") return hierarchicalUs(bytes, false, chunk);
-      if (algo == "hierarchical_leader") return hierarchicalUs(bytes, true, chunk);
-      return -1;
-    case SelCollective::kReduceScatter:
-      return algo == "hierarchical" ? hierarchicalRsAgUs(bytes, true) : sumUs(reduceScatter_, S);
-    case SelCollective::kAllGather:
-      return algo == "hierarchical" ? hierarchicalRsAgUs(bytes, false) : sumUs(allGather_, S);
-    case SelCollective::kBroadcast: return treeUs(false, bytes, chunk);
-    case SelCollective::kReduce: return treeUs(true, bytes, chunk);
-    case SelCollective::kAllToAll: return sumUs(allToAll_, S);
-  }
-  return -1;
+double CostModel::predictUs(SelCollective c, const std::string& algo, size_t bytes,
+                            size_t chunkBytes) const {
+  const Algorithm* a = findAlgorithm(c, algo);
+  return a != nullptr ? predictUs(*a, bytes, chunkBytes) : -1;
 }
 
 }  // namespace braid::detail

@@ -8,14 +8,15 @@
 // byte reduced, float sum), the memory copy cost per byte and the cost of one hand-off through the
 // intra-host shared segment (used by the segment-based algorithms: shm and hierarchical).
 //
-// Each algorithm's schedule is written down as phases: in one phase, a set of ranks exchange
+// Each algorithm prices its own schedule, in its own file (the table's cost function, next to the
+// schedule comment), from the pieces below: phases (in one phase, a set of ranks exchange
 // messages of a fraction of S bytes concurrently, and the phase lasts as long as its slowest
-// message. A message costs α + b·β·share of its link class, where share counts the messages that
+// message; a message costs α + b·β·share of its link class, where share counts the messages that
 // cross one host's network link in the same direction in that phase (they split its bandwidth)
-// and, within a host, how many ranks compete for each core when ranks outnumber cores. The
-// phases are derived once per communicator from the real rank placement (hostOf), so the model
-// sees which ring edges and tree edges cross hosts; a prediction is then a sum over a few dozen
-// phases, cheap enough to evaluate per call.
+// and, within a host, how many ranks compete for each core when ranks outnumber cores), tree
+// levels and steps. What a schedule depends on in the real rank placement (hostOf: which ring
+// and tree edges cross hosts) is derived once per communicator by the algorithm's plan function,
+// so a prediction is a sum over a few dozen phases, cheap enough to evaluate per call.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "braid/status.h"
+#include "collectives/algorithms.h"
 
 namespace braid::detail {
 
@@ -91,15 +93,16 @@ struct FabricModel {
   std::string describe() const;
 };
 
-/// The collectives and their algorithms as the selector knows them. kAllReduce algorithm names
-/// match detail::allReduceAlgoName.
-enum class SelCollective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+/// The selector's collectives are the public ones (braid::Collective); BRAID_ALGO and tuning
+/// files choose for the first kSelectableCollectives of them (not the barrier).
+using SelCollective = Collective;
+inline constexpr int kSelectableCollectives = 6;
+/// "allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall", "barrier".
 const char* selCollectiveName(SelCollective c);
-/// "allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall".
+/// One of the selectable collectives by name; the error lists them.
 Result<SelCollective> parseSelCollective(const std::string& name);
 
-/// Every algorithm the model can price for a collective, in a stable order. For all-reduce:
-/// ring, tree, halving_doubling, shm, hierarchical, hierarchical_leader.
+/// The names of a collective's algorithms, in table order (collectives/algorithms.cc).
 const std::vector<std::string>& modelAlgorithms(SelCollective c);
 
 /// Where the ranks are: host index of every rank (hosts numbered 0..H−1).
@@ -118,33 +121,41 @@ struct Placement {
   static Placement uniform(int hosts, int perHost, bool segment);
 };
 
+struct CostPlan;
+
 /// Predicts the time of every algorithm of every collective for one placement and model.
 class CostModel {
  public:
   CostModel(const FabricModel& model, const Placement& placement);
 
   /// Predicted µs for `bytes` (all-reduce/broadcast/reduce: the vector; reduce-scatter and
-  /// all-gather: the total of all blocks; all-to-all: one rank's send buffer), or a negative
-  /// value when the algorithm cannot run on this placement (shm across hosts, hierarchical on one
-  /// host). `chunkBytes` 0 = the placement's.
-  /// Includes FabricModel::callUs.
+  /// all-gather: the total of all blocks; all-to-all: one rank's send buffer; barrier: 0), or a
+  /// negative value when the algorithm cannot run on this placement (shm across hosts,
+  /// hierarchical on one host). `chunkBytes` 0 = the placement's. Includes FabricModel::callUs.
+  double predictUs(const Algorithm& algo, size_t bytes, size_t chunkBytes = 0) const;
+  /// The same by name (or alias); negative for a name the table does not have.
   double predictUs(SelCollective c, const std::string& algo, size_t bytes,
                    size_t chunkBytes = 0) const;
   /// Why `algo` cannot run here ("" when it can).
+  std::string unavailableWhy(const Algorithm& algo) const;
   std::string unavailableWhy(SelCollective c, const std::string& algo) const;
   /// The pipelining chunk the model prices cheapest for `algo` at `bytes`, or 0 where it keeps
-  /// the placement's (BRAID_CHUNK_BYTES). Only the hierarchical all-reduce gets one: its pieces
-  /// trade a hand-off and an inter-host step each against overlapping the host's copies with the
-  /// link, which depends on the link.
-  size_t bestChunk(SelCollective c, const std::string& algo, size_t bytes) const;
+  /// the placement's (BRAID_CHUNK_BYTES). Only rows with a chunk search get one (the
+  /// hierarchical all-reduce: its pieces trade a hand-off and an inter-host step each against
+  /// overlapping the host's copies with the link, which depends on the link).
+  size_t bestChunk(const Algorithm& algo, size_t bytes) const;
 
   const FabricModel& model() const { return model_; }
   /// Sets FabricModel::callUs (before the model is shared between threads).
   void setCallUs(double us) { model_.callUs = us; }
   const Placement& placement() const { return placement_; }
+  const AlgoLayout& layout() const { return layout_; }
 
- private:
-  // One phase: concurrent messages of frac·S bytes (+ constBytes), repeated `repeat` times.
+  // --- What an algorithm's cost function prices its schedule with -----------------------------
+
+  /// (sender, receiver) pairs in global ranks.
+  using Messages = std::vector<std::pair<int, int>>;
+  /// One phase: concurrent messages of frac·S bytes, repeated `repeat` times.
   struct Phase {
     double repeat = 1;
     double frac = 0;
@@ -153,33 +164,54 @@ class CostModel {
     double intraShare = 1, interShare = 1;
     double gammaFrac = 0;  // fraction of S reduced by the busiest rank in this phase
   };
-  struct Messages {  // (src, dst) pairs of one phase, in global ranks
-    std::vector<std::pair<int, int>> pairs;
-  };
-  double transferUs(SelCollective c, const std::string& algo, size_t bytes,
-                    size_t chunkBytes) const;  // predictUs without the call's fixed cost
+  /// The phase of messages `m` (from the placement: which cross hosts, how many share a link).
   Phase makePhase(const Messages& m, double frac, double repeat, double gammaFrac) const;
-  double phaseUs(const Phase& ph, double bytes) const;
+  /// Σ of the phases for a collective of `bytes`.
   double sumUs(const std::vector<Phase>& phases, double bytes) const;
-  double treeUs(bool reduce, size_t bytes, size_t chunk) const;
-  double segmentAllReduceUs(size_t bytes, int localRanks) const;
-  double flatInterUs(size_t bytes, int hosts, double share, double miss) const;
-  double hierarchicalUs(size_t bytes, bool leader, size_t chunk) const;
-  double hierarchicalRsAgUs(size_t bytes, bool reduce) const;
-  double cpuShare(int activeOnHost) const;
-  double outOfCache(double bytes) const;
-  double memoryFactor(double bytes) const;
-  double stepAlpha(double alphaUs, double cpu) const;
-  bool crowded() const;  // the machine's ranks outnumber its cores
+  /// One step of a tree or a round of a schedule: what its messages cross and load.
+  struct Step {
+    bool intra = false, inter = false;  ///< which link classes carry a message
+    int active = 1;                     ///< the most ranks of one host that take part
+    int share = 1;                      ///< the most of its messages that leave or enter one host
+    int ops = 0;                        ///< the most messages one rank sends and receives
+    int in = 0;                         ///< the most messages one rank receives
+    int reduces = 0;                    ///< the most messages of `reduced` one rank receives
+  };
+  /// The step of messages `reduced` (their receivers reduce them) and `copied`.
+  Step makeStep(const Messages& reduced, const Messages& copied = {}) const;
+  /// A binomial-style pipelined tree over `levels` (level k: the edges between depth k and
+  /// k + 1; Step::inter and Step::active): c chunks; the first chunk crosses every level, every
+  /// further chunk one more edge of the slowest level. `reduce`: γ on every edge.
+  double pipelinedTreeUs(const std::vector<Step>& levels, bool reduce, size_t bytes,
+                         size_t chunk) const;
 
+  int hosts() const { return hosts_; }
+  int minLocal() const { return minLocal_; }
+  int maxLocal() const { return maxLocal_; }
+  /// The factor by which `activeOnHost` busy ranks of a host slow each other (shared cores).
+  double cpuShare(int activeOnHost) const;
+  /// The fraction of a collective of `bytes` that misses the last-level cache.
+  double outOfCache(double bytes) const;
+  /// How much slower memory-bound work (copies, reductions) runs on `bytes` out of cache.
+  double memoryFactor(double bytes) const;
+  /// The α of a message step when `cpu` ranks share each core.
+  double stepAlpha(double alphaUs, double cpu) const;
+  bool crowded() const;  ///< the machine's ranks outnumber its cores
+
+ private:
   FabricModel model_;
   Placement placement_;
+  AlgoLayout layout_;
   int hosts_ = 1;
   int minLocal_ = 1, maxLocal_ = 1;
   int hostsPerMachine_ = 1;  // emulated hosts (network namespaces) sharing one machine's cores
-  std::vector<Phase> ring_, halvingDoubling_, reduceScatter_, allGather_, allToAll_;
-  std::vector<bool> treeLevelInter_;  // per binomial-tree level: an edge crosses hosts
-  std::vector<int> treeLevelActive_;  // per level: the most ranks of one host that take part
+  std::vector<CostPlan> plans_;  // per row of algorithmTable()
+};
+
+/// What an algorithm's plan function derives from the placement for its cost function.
+struct CostPlan {
+  std::vector<CostModel::Phase> phases;
+  std::vector<CostModel::Step> steps;
 };
 
 }  // namespace braid::detail

@@ -63,40 +63,33 @@ std::string rangeText(const Range& r) {
   return num(r.lo) + "-" + (r.hi == UINT64_MAX ? std::string("*") : num(r.hi));
 }
 
-std::string validList(SelCollective c) {
-  std::string s;
-  for (const std::string& a : modelAlgorithms(c)) s += (s.empty() ? "" : ", ") + a;
-  return s;
-}
-
 }  // namespace
 
+Status forEachRuleLine(const std::string& text,
+                       const std::function<Status(int number, const std::string& line)>& line) {
+  std::istringstream in(text);
+  std::string raw;
+  int number = 0;
+  while (std::getline(in, raw)) {
+    ++number;
+    const size_t hash = raw.find('#');
+    if (hash != std::string::npos) raw.erase(hash);
+    raw = trimBlanks(raw);
+    if (raw.empty()) continue;
+    BRAID_RETURN_IF_ERROR(line(number, raw));
+  }
+  return Status::ok();
+}
+
 Result<std::string> canonicalAlgorithm(SelCollective c, const std::string& name) {
-  std::string n = name;
-  if (c == SelCollective::kAllReduce) {
-    if (n == "hd" || n == "rabenseifner") n = "halving_doubling";
-    if (n == "hier") n = "hierarchical";
-    if (n == "leader") n = "hierarchical_leader";
-  }
-  for (const std::string& a : modelAlgorithms(c)) {
-    if (a == n) return a;
-  }
-  return invalidArgument(std::string("unknown ") + selCollectiveName(c) + " algorithm '" + name +
-                         "'; valid: " + validList(c));
+  BRAID_ASSIGN_OR_RETURN(const Algorithm* a, lookupAlgorithm(c, name));
+  return std::string(a->name);
 }
 
 Result<std::vector<TuningRule>> parseTuningRules(const std::string& text,
                                                  const std::string& name) {
   std::vector<TuningRule> rules;
-  std::istringstream in(text);
-  std::string line;
-  int lineNo = 0;
-  while (std::getline(in, line)) {
-    ++lineNo;
-    const size_t hash = line.find('#');
-    if (hash != std::string::npos) line.erase(hash);
-    line = trimBlanks(line);
-    if (line.empty()) continue;
+  BRAID_RETURN_IF_ERROR(forEachRuleLine(text, [&](int lineNo, const std::string& line) -> Status {
     const std::string where = name + ":" + std::to_string(lineNo);
     auto bad = [&](const std::string& why) {
       return invalidArgument(where + ": " + why + " (format: COLLECTIVE [bytes=LO-HI] "
@@ -147,7 +140,8 @@ Result<std::vector<TuningRule>> parseTuningRules(const std::string& text,
     }
     if (!haveAlgo) return bad("missing algo=NAME");
     rules.push_back(rule);
-  }
+    return Status::ok();
+  }));
   return rules;
 }
 
@@ -198,10 +192,10 @@ Result<AlgoOverrides> parseAlgoOverrideSpec(const std::string& spec) {
     auto c = parseSelCollective(coll);
     if (!c.isOk()) return c.status().withContext("BRAID_ALGO='" + spec + "'");
     if (algo == "auto" || algo.empty()) {
-      o.forced[static_cast<int>(*c)].clear();
+      o.forced[static_cast<int>(*c)] = nullptr;
       continue;
     }
-    auto a = canonicalAlgorithm(*c, algo);
+    auto a = lookupAlgorithm(*c, algo);
     if (!a.isOk()) return a.status().withContext("BRAID_ALGO='" + spec + "'");
     o.forced[static_cast<int>(*c)] = *a;
   }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,13 @@ struct TuningRule {
   std::string where;      ///< "FILE:LINE", for explanations
 };
 
+/// Reads rule-file text line by line: '#' starts a comment, blanks around a line are dropped,
+/// empty lines are skipped; `line(number, text)` gets the others (numbered from 1) and the first
+/// error it returns ends the reading. Both rule files (this tuning file and the tuner plugin's
+/// BRAID_TUNER_FILE) are read with it.
+Status forEachRuleLine(const std::string& text,
+                       const std::function<Status(int number, const std::string& line)>& line);
+
 /// Parses tuning-file text; `name` is used in error messages ("name:line: ...").
 Result<std::vector<TuningRule>> parseTuningRules(const std::string& text, const std::string& name);
 /// Reads and parses a tuning file.
@@ -39,16 +47,21 @@ const TuningRule* matchRule(const std::vector<TuningRule>& rules, SelCollective 
 /// Formats one rule as a tuning-file line (braid-tune writes these).
 std::string formatRule(const TuningRule& rule);
 
-/// Canonical algorithm name for `name` (aliases: hd, rabenseifner → halving_doubling; hier →
-/// hierarchical; leader → hierarchical_leader), or an error listing the valid names.
+/// Canonical algorithm name for `name` (a name or an alias of the table's rows of `c`), or an
+/// error listing the valid names.
 Result<std::string> canonicalAlgorithm(SelCollective c, const std::string& name);
 
-/// BRAID_ALGO: "ring" (all-reduce, as before) or "allreduce:ring;broadcast:tree". Per
-/// collective, the forced algorithm ("" = none).
+/// BRAID_ALGO: a bare algorithm name (all-reduce, as before) or COLLECTIVE:NAME entries joined
+/// by ';'. Per collective, the forced algorithm (null = none).
 struct AlgoOverrides {
-  std::string forced[6];
+  const Algorithm* forced[kSelectableCollectives] = {};
   std::string spec;  ///< the text they came from
-  const std::string& get(SelCollective c) const { return forced[static_cast<int>(c)]; }
+  const Algorithm* row(SelCollective c) const {
+    const int i = static_cast<int>(c);
+    return i >= 0 && i < kSelectableCollectives ? forced[i] : nullptr;
+  }
+  /// The forced algorithm's name ("" = none).
+  std::string get(SelCollective c) const { return row(c) != nullptr ? row(c)->name : ""; }
 };
 /// Unknown collectives or algorithms are errors that list the valid names; "auto" clears.
 Result<AlgoOverrides> parseAlgoOverrideSpec(const std::string& spec);

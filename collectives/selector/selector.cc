@@ -13,44 +13,60 @@ Selector::Selector(const FabricModel& model, const Placement& placement, AlgoOve
       rules_(std::move(rules)),
       explain_(explain) {}
 
-std::vector<std::pair<std::string, double>> Selector::candidates(SelCollective c,
-                                                                 size_t bytes) const {
-  std::vector<std::pair<std::string, double>> out;
-  for (const std::string& a : modelAlgorithms(c)) {
-    const double t = cost_.predictUs(c, a, bytes, cost_.bestChunk(c, a, bytes));
+std::vector<std::pair<const Algorithm*, double>> Selector::candidates(SelCollective c,
+                                                                      size_t bytes) const {
+  std::vector<std::pair<const Algorithm*, double>> out;
+  for (const Algorithm* a : algorithmsOf(c)) {
+    const double t = cost_.predictUs(*a, bytes, cost_.bestChunk(*a, bytes));
     if (t >= 0) out.push_back({a, t});
   }
   return out;
 }
 
 Decision Selector::decide(SelCollective c, size_t bytes, const std::string& forced) const {
+  return decide(c, bytes, forced.empty() ? nullptr : findAlgorithm(c, forced));
+}
+
+Decision Selector::decide(SelCollective c, size_t bytes, const Algorithm* forced) const {
   Decision d;
   const Placement& pl = cost_.placement();
-  if (!forced.empty()) {
-    d.algorithm = forced;
+  const bool selectable = static_cast<int>(c) < kSelectableCollectives;
+  const TuningRule* rule = nullptr;
+  if (forced != nullptr) {
+    d.row = forced;
     d.reason = "forced by the API";
-  } else if (!overrides_.get(c).empty()) {
-    d.algorithm = overrides_.get(c);
+  } else if (selectable && overrides_.row(c) != nullptr) {
+    d.row = overrides_.row(c);
     d.reason = "BRAID_ALGO=" + overrides_.spec;
-  } else if (const TuningRule* r = matchRule(rules_, c, bytes, pl.size(), pl.numHosts())) {
-    d.algorithm = r->algorithm;
-    d.chunkBytes = r->chunkBytes;
-    d.reason = "tuning file " + r->where;
+  } else if (selectable &&
+             (rule = matchRule(rules_, c, bytes, pl.size(), pl.numHosts())) != nullptr &&
+             findAlgorithm(c, rule->algorithm) != nullptr) {
+    d.row = findAlgorithm(c, rule->algorithm);
+    d.chunkBytes = rule->chunkBytes;
+    d.reason = "tuning file " + rule->where;
   } else {
     double best = -1;
-    for (const auto& [name, t] : candidates(c, bytes)) {
+    for (const auto& [row, t] : candidates(c, bytes)) {
       if (best < 0 || t < best) {
         best = t;
-        d.algorithm = name;
+        d.row = row;
       }
     }
-    d.chunkBytes = cost_.bestChunk(c, d.algorithm, bytes);
+    // Nothing can run here by the model's account (it never happens for a table whose first
+    // row of every collective runs anywhere): the first row.
+    if (d.row == nullptr) {
+      const std::vector<const Algorithm*> rows = algorithmsOf(c);
+      if (!rows.empty()) d.row = rows.front();
+    }
+    if (d.row != nullptr) d.chunkBytes = cost_.bestChunk(*d.row, bytes);
     d.reason = "model";
   }
-  d.predictedUs = cost_.predictUs(c, d.algorithm, bytes, d.chunkBytes);
+  if (d.row == nullptr) return d;
+  d.algorithm = d.row->name;
+  d.predictedUs = cost_.predictUs(*d.row, bytes, d.chunkBytes);
   if (explain_) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (explained_.insert({static_cast<int>(c), bytes, d.algorithm, d.reason}).second) {
+    if (explained_.insert({static_cast<int>(c), bytes, d.row, d.reason}).second) {
       logMessage(LogLevel::kWarn, __FILE__, __LINE__, "%s", explain(c, bytes, d).c_str());
     }
   }
@@ -63,9 +79,8 @@ std::string Selector::explain(SelCollective c, size_t bytes, const Decision& d) 
                   " B on " + std::to_string(pl.size()) + " ranks / " +
                   std::to_string(pl.numHosts()) + " host(s): candidates";
   char buf[96];
-  for (const auto& [name, t] : candidates(c, bytes)) {
-    std::snprintf(buf, sizeof(buf), " %s=%.1fus%s", name.c_str(), t,
-                  name == d.algorithm ? "*" : "");
+  for (const auto& [row, t] : candidates(c, bytes)) {
+    std::snprintf(buf, sizeof(buf), " %s=%.1fus%s", row->name, t, row == d.row ? "*" : "");
     s += buf;
   }
   s += " -> " + d.algorithm;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "braid/status.h"
 #include "braid/store.h"
@@ -121,21 +122,23 @@ class Communicator {
   Result<std::shared_ptr<Work>> broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
                                                DataType type, int root);
 
-  /// Name of the all-reduce algorithm the built-in rule (or BRAID_ALGO) picks for a message.
-  std::string allReduceAlgorithmFor(size_t bytes) const;
-  /// Forces an all-reduce algorithm ("ring", "tree", "halving_doubling", "shm", or "" for
-  /// automatic). kInvalidArgument lists the valid names.
-  Status setAllReduceAlgorithm(const std::string& name);
-  /// The selector's predicted time in microseconds of an all-reduce of `bytes` with `algorithm`
-  /// ("" = the one the automatic choice uses); negative when it cannot run here or is unknown.
-  double allReducePredictedUs(size_t bytes, const std::string& algorithm = "") const;
-  /// The same for reduce-scatter and all-gather ("reducescatter", "allgather": "ring", or
-  /// "hierarchical" across hosts that hold the same number of ranks); `bytes` is the whole
-  /// vector (p blocks). Every rank must force the same algorithm.
-  std::string algorithmFor(const std::string& collective, size_t bytes) const;
-  Status setAlgorithm(const std::string& collective, const std::string& name);
-  double predictedUs(const std::string& collective, size_t bytes,
-                     const std::string& algorithm = "") const;
+  // Algorithm choice. Every collective's algorithms are rows of one table (the names braid-perf
+  // -a, BRAID_ALGO and tuning files use); `bytes` is the collective's vector (reduce-scatter and
+  // all-gather: all p blocks; all-to-all: one rank's send buffer; barrier: 0).
+
+  /// The algorithms of `collective` that can run on this communicator's ranks, in the table's
+  /// order (empty for send and recv).
+  std::vector<std::string> algorithms(Collective collective) const;
+  /// The algorithm that runs a `collective` of `bytes`: the one forced here, else BRAID_ALGO's,
+  /// a tuning-file rule's, or the cost model's cheapest.
+  std::string algorithmFor(Collective collective, size_t bytes) const;
+  /// Forces one of algorithms(collective), by name or alias, on this rank ("" or "auto": the
+  /// automatic choice again). Every rank must force the same. kInvalidArgument names the valid
+  /// algorithms for an unknown name, and says why for one that cannot run on these ranks.
+  Status setAlgorithm(Collective collective, const std::string& name);
+  /// The selector's predicted time in microseconds of a `collective` of `bytes` with `algorithm`
+  /// ("" = the one algorithmFor picks); negative when it cannot run here or is unknown.
+  double predictedUs(Collective collective, size_t bytes, const std::string& algorithm = "") const;
   /// The selector's cost model in one line: α/β per link class, γ, and where they came from.
   std::string selectorModel() const;
 

@@ -58,15 +58,7 @@ const char* collName(int coll) { return coll >= 0 && coll < 5 ? kCollNames[coll]
 
 Result<std::vector<Rule>> parseRules(const std::string& text) {
   std::vector<Rule> rules;
-  std::istringstream in(text);
-  std::string line;
-  int lineNo = 0;
-  while (std::getline(in, line)) {
-    ++lineNo;
-    const size_t hash = line.find('#');
-    if (hash != std::string::npos) line.resize(hash);
-    line = trimBlanks(line);
-    if (line.empty()) continue;
+  BRAID_RETURN_IF_ERROR(detail::forEachRuleLine(text, [&](int lineNo, const std::string& line) {
     std::vector<std::string> f;
     std::stringstream ss(line);
     std::string field;
@@ -97,7 +89,8 @@ Result<std::vector<Rule>> parseRules(const std::string& text) {
     if (f.size() > 6 && !parseNumber(f[6], &r.nNodes)) return bad("bad nNodes '" + f[6] + "'");
     if (f.size() > 7 && !parseNumber(f[7], &r.nRanks)) return bad("bad nRanks '" + f[7] + "'");
     rules.push_back(r);
-  }
+    return Status::ok();
+  }));
   return rules;
 }
 
@@ -118,7 +111,9 @@ Result<std::vector<Rule>> rulesFromBraidTuningFile(const std::string& path, size
     for (const auto& c : kColls) {
       if (c.braid == br.collective) r.coll = c.nccl;
     }
-    r.algo = br.algorithm == "ring" ? abi::kAlgoRing : br.algorithm == "tree" ? abi::kAlgoTree : -1;
+    // NCCL has an algorithm of the same name (of those two; NCCL's own names, kAlgoNames).
+    r.algo = indexOf(kAlgoNames, abi::kNumAlgorithms, br.algorithm);
+    if (r.algo != abi::kAlgoRing && r.algo != abi::kAlgoTree) r.algo = -1;
     if (r.coll < 0 || r.algo < 0) {
       ++skip;
       continue;

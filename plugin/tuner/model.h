@@ -104,7 +104,8 @@ class Tuner {
   int lastProto_[5] = {-2, -2, -2, -2, -2};
 };
 
-/// "tree", "ring", ... (or "?").
+/// NCCL's names of its algorithms (NCCL_ALGO_TREE is tree, ...), protocols and collectives, or
+/// "?".
 const char* algoName(int algo);
 const char* protoName(int proto);
 const char* collName(int coll);

@@ -235,10 +235,12 @@ void bindCommunicator(py::module_& m) {
                  h, [&](Communicator& c) { return c.broadcastAsync(ptr(s), ptr(r), n, t, root); });
            })
       .def("allreduce_algorithm_for",
-           [](const H& h, size_t bytes) { return h.get().allReduceAlgorithmFor(bytes); })
+           [](const H& h, size_t bytes) {
+             return h.get().algorithmFor(Collective::kAllReduce, bytes);
+           })
       .def("set_allreduce_algorithm",
            [](const H& h, const std::string& name) {
-             check(h.get().setAllReduceAlgorithm(name), h.rank());
+             check(h.get().setAlgorithm(Collective::kAllReduce, name), h.rank());
            })
       .def(
           "abort",

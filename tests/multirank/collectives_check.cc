@@ -2,9 +2,9 @@
 // mpiexec or torchrun; every rank runs the whole matrix and checks its results against an
 // independent reference (check_values.h). Exits 0 only when every check on this rank passed.
 //
-//   collectives_check [--quick] [--allreduce-only]
-//                     [--algos ring,tree,halving_doubling,shm,hierarchical,hierarchical_leader,auto]
-// Without --algos, the hierarchical all-reduces join the list when the ranks span hosts.
+//   collectives_check [--quick] [--allreduce-only] [--algos all|NAME,NAME,...]
+// --algos all (the default): every all-reduce algorithm of the table that can run on these ranks
+// (Communicator::algorithms), then auto; a list names algorithms (and auto) explicitly.
 //   collectives_check --scenario kill|stall|mismatch-count|mismatch-order
 #include <signal.h>
 #include <unistd.h>
@@ -93,7 +93,7 @@ void runAllReduceMatrix(Checker& c, const std::vector<std::string>& algos, bool 
   uint32_t salt = 1;
   int rotation = 0;
   for (const std::string& algo : algos) {
-    Status s = c.comm->setAllReduceAlgorithm(algo);
+    Status s = c.comm->setAlgorithm(Collective::kAllReduce, algo);
     if (!s.isOk()) {
       if (c.comm->rank() == 0) printf("# skipping all-reduce algorithm %s: %s\n", algo.c_str(), s.message().c_str());
       continue;
@@ -118,7 +118,7 @@ void runAllReduceMatrix(Checker& c, const std::vector<std::string>& algos, bool 
     }
     ++rotation;
   }
-  (void)c.comm->setAllReduceAlgorithm("auto");
+  (void)c.comm->setAlgorithm(Collective::kAllReduce, "auto");
 }
 
 void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bool rootedToo) {
@@ -152,7 +152,9 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
           b.assign(std::max<size_t>(count * es, 1), 0);
           for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, op, r, i, salt));
           void* rout = inplace ? a.data() : b.data();
-          name = caseName("reduce", "tree", t, op, count, inplace) + " root=" + std::to_string(root);
+          name = caseName("reduce", c.comm->algorithmFor(Collective::kReduce, count * es), t, op,
+                          count, inplace) +
+                 " root=" + std::to_string(root);
           if (c.ok(c.comm->reduce(a.data(), rout, count, t, op, root), name) && r == root) {
             compare(c, name, t, op, rout, count, [&](size_t i) { return expectedReduce(t, op, p, i, salt); });
           }
@@ -181,7 +183,9 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
           for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, none, root, i, salt));
         }
         void* bout = inplace ? a.data() : b.data();
-        name = caseName("broadcast", "tree", t, none, count, inplace) + " root=" + std::to_string(root);
+        name = caseName("broadcast", c.comm->algorithmFor(Collective::kBroadcast, count * es), t,
+                        none, count, inplace) +
+               " root=" + std::to_string(root);
         if (c.ok(c.comm->broadcast(a.data(), bout, count, t, root), name)) {
           compare(c, name, t, none, bout, count, [&](size_t i) { return testValue(t, none, root, i, salt); });
         }
@@ -192,7 +196,8 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
         b.assign(std::max<size_t>(count * es * p, 1), 0);
         for (size_t i = 0; i < count * p; ++i) storeValue(t, a.data(), i, testValue(t, none, r, i, salt));
         void* aout = inplace ? a.data() : b.data();
-        name = caseName("alltoall", "pairwise", t, none, count, inplace);
+        name = caseName("alltoall", c.comm->algorithmFor(Collective::kAllToAll, count * es * p), t,
+                        none, count, inplace);
         if (c.ok(c.comm->allToAll(a.data(), aout, count, t), name)) {
           compare(c, name, t, none, aout, count * p, [&](size_t i) {
             size_t q = i / std::max<size_t>(count, 1), j = i % std::max<size_t>(count, 1);
@@ -229,20 +234,21 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
   }
 }
 
-// Reduce-scatter and all-gather once per algorithm (the hierarchical ones when the ranks span
-// hosts); reduce and broadcast once.
+// Reduce-scatter and all-gather once per algorithm of the table that can run on these ranks
+// (hierarchical across hosts that hold as many ranks each); reduce and broadcast once.
 void runOtherCollectives(Checker& c, bool quick) {
-  std::vector<std::string> algos = {"ring"};
-  if (c.comm->numHosts() > 1) algos.push_back("hierarchical");
+  const std::vector<std::string> algos = c.comm->algorithms(Collective::kReduceScatter);
   for (size_t i = 0; i < algos.size(); ++i) {
-    if (!c.ok(c.comm->setAlgorithm("reducescatter", algos[i]), "force reducescatter " + algos[i]) ||
-        !c.ok(c.comm->setAlgorithm("allgather", algos[i]), "force allgather " + algos[i])) {
+    if (!c.ok(c.comm->setAlgorithm(Collective::kReduceScatter, algos[i]),
+              "force reducescatter " + algos[i]) ||
+        !c.ok(c.comm->setAlgorithm(Collective::kAllGather, algos[i]),
+              "force allgather " + algos[i])) {
       continue;
     }
     runOtherCollectivesWith(c, quick, algos[i], i == 0);
   }
-  (void)c.comm->setAlgorithm("reducescatter", "auto");
-  (void)c.comm->setAlgorithm("allgather", "auto");
+  (void)c.comm->setAlgorithm(Collective::kReduceScatter, "auto");
+  (void)c.comm->setAlgorithm(Collective::kAllGather, "auto");
 }
 
 // Several asynchronous all-reduces in flight, completed in order.
@@ -321,7 +327,7 @@ void runBadArgs(Checker& c) {
   expectInvalid(c.comm->allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, static_cast<ReduceOp>(9)), "op");
   expectInvalid(c.comm->broadcast(buf.data(), buf.data(), 16, DataType::kFloat32, c.comm->size()), "root");
   expectInvalid(c.comm->allReduce(buf.data(), buf.data(), size_t{1} << 62, DataType::kFloat32, ReduceOp::kSum), "oversized");
-  expectInvalid(c.comm->setAllReduceAlgorithm("bogus"), "algorithm name");
+  expectInvalid(c.comm->setAlgorithm(Collective::kAllReduce, "bogus"), "algorithm name");
   // Still usable.
   c.ok(c.comm->allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, ReduceOp::kSum), "allreduce after bad input");
   if (buf[0] != static_cast<float>(c.comm->size())) c.fail("allreduce after bad input gave a wrong result");
@@ -437,8 +443,8 @@ int main(int argc, char** argv) {
   using namespace braid;
   using namespace braid::test;
   std::string scenario;
-  std::vector<std::string> algos = {"ring", "tree", "halving_doubling", "shm", "auto"};
-  bool quick = false, allReduceOnly = false, algosGiven = false;
+  std::vector<std::string> algos;  // empty: every one the table has for these ranks, then auto
+  bool quick = false, allReduceOnly = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--scenario" && i + 1 < argc) {
@@ -448,9 +454,9 @@ int main(int argc, char** argv) {
     } else if (a == "--allreduce-only") {
       allReduceOnly = true;
     } else if (a == "--algos" && i + 1 < argc) {
-      algosGiven = true;
       algos.clear();
       std::string list = argv[++i];
+      if (list == "all") continue;
       size_t start = 0;
       while (start <= list.size()) {
         size_t comma = list.find(',', start);
@@ -459,7 +465,10 @@ int main(int argc, char** argv) {
         start = comma + 1;
       }
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--allreduce-only] [--algos LIST] [--scenario kill|mismatch-count|mismatch-order]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
+              "kill|mismatch-count|mismatch-order]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -478,12 +487,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   Checker c{comm.get()};
-  if (!algosGiven && comm->numHosts() > 1) {
-    algos.insert(algos.end() - 1, {"hierarchical", "hierarchical_leader"});
+  if (algos.empty()) {
+    algos = comm->algorithms(Collective::kAllReduce);
+    algos.push_back("auto");
   }
   if (comm->rank() == 0) {
     printf("# collectives-check: %d ranks on %d host(s), %s\n", comm->size(), comm->numHosts(),
            quick ? "quick" : "full matrix");
+    std::string list;
+    for (const std::string& a : algos) list += (list.empty() ? "" : ", ") + a;
+    printf("# all-reduce algorithms: %s\n", list.c_str());
   }
   runBadArgs(c);
   runAllReduceMatrix(c, algos, quick);

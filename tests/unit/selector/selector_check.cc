@@ -18,6 +18,7 @@
 
 namespace {
 
+constexpr braid::Collective kAllReduce = braid::Collective::kAllReduce;
 int failures = 0;
 
 void check(bool ok, const std::string& what, int rank) {
@@ -75,18 +76,18 @@ int main(int argc, char** argv) {
     }
     braid::Communicator& c = **comm;
     for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
-      check(c.allReduceAlgorithmFor(bytes) == "tree",
+      check(c.algorithmFor(kAllReduce, bytes) == "tree",
             "BRAID_ALGO=allreduce:tree but " + std::to_string(bytes) + " B uses " +
-                c.allReduceAlgorithmFor(bytes),
+                c.algorithmFor(kAllReduce, bytes),
             c.rank());
     }
     checkAllReduce(c);
     // The API still overrides the environment, and "" returns to it.
-    check(c.setAllReduceAlgorithm("ring").isOk(), "setAllReduceAlgorithm(ring)", c.rank());
-    check(c.allReduceAlgorithmFor(8) == "ring", "API force ignored", c.rank());
-    check(c.setAllReduceAlgorithm("").isOk(), "setAllReduceAlgorithm('')", c.rank());
-    check(c.allReduceAlgorithmFor(8) == "tree", "BRAID_ALGO lost after the API reset", c.rank());
-    check(c.allReducePredictedUs(1 << 20, "tree") > 0, "no prediction for tree", c.rank());
+    check(c.setAlgorithm(kAllReduce, "ring").isOk(), "setAlgorithm(allreduce, ring)", c.rank());
+    check(c.algorithmFor(kAllReduce, 8) == "ring", "API force ignored", c.rank());
+    check(c.setAlgorithm(kAllReduce, "").isOk(), "setAlgorithm(allreduce, '')", c.rank());
+    check(c.algorithmFor(kAllReduce, 8) == "tree", "BRAID_ALGO lost after the API reset", c.rank());
+    check(c.predictedUs(kAllReduce, 1 << 20, "tree") > 0, "no prediction for tree", c.rank());
   } else if (scenario == "explain") {
     setenv("BRAID_EXPLAIN", "1", 1);
     char path[] = "/tmp/braid-selector-check-XXXXXX";

@@ -303,6 +303,71 @@ TEST(Selector, PrecedenceApiThenEnvThenFileThenModel) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The algorithm table
+
+TEST(AlgorithmTable, NamesAreUniquePerCollectiveAndAliasesResolve) {
+  for (const Algorithm& a : algorithmTable()) {
+    EXPECT_EQ(findAlgorithm(a.collective, a.name), &a) << a.name;
+    ASSERT_NE(a.run, nullptr) << a.name;
+    ASSERT_NE(a.plan, nullptr) << a.name;
+    ASSERT_NE(a.cost, nullptr) << a.name;
+  }
+  EXPECT_EQ(findAlgorithm(Collective::kAllReduce, "hd"),
+            findAlgorithm(Collective::kAllReduce, "rabenseifner"));
+  EXPECT_EQ(findAlgorithm(Collective::kAllReduce, "h"), nullptr);  // no prefix matching
+  EXPECT_EQ(findAlgorithm(Collective::kSend, "ring"), nullptr);
+  auto bad = lookupAlgorithm(Collective::kAllGather, "tree");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_CONTAINS(bad.status().message(), "unknown allgather algorithm 'tree'; valid: ring, ");
+  // Every collective has a row that runs anywhere, listed first: what the selector falls back to.
+  for (int c = 0; c <= static_cast<int>(Collective::kBarrier); ++c) {
+    const auto rows = algorithmsOf(static_cast<Collective>(c));
+    ASSERT_FALSE(rows.empty()) << c;
+    EXPECT_STREQ(rows.front()->unavailable(AlgoLayout{}), "") << rows.front()->name;
+  }
+}
+
+// Every algorithm is priced on every layout where it can run, and the model's pick can run.
+TEST(AlgorithmTable, EveryRowIsPricedWhereItRuns) {
+  for (const Placement& pl : {Placement::uniform(1, 1, false), Placement::uniform(1, 3, true),
+                              Placement::uniform(1, 8, false), Placement::uniform(2, 2, true),
+                              Placement::uniform(3, 1, false), Placement::uniform(5, 2, true)}) {
+    Selector s(testModel(), pl, {}, {}, false);
+    for (const Algorithm& a : algorithmTable()) {
+      const bool runs = s.costModel().unavailableWhy(a).empty();
+      for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20}) {
+        const double t = s.costModel().predictUs(a, bytes);
+        EXPECT_EQ(t >= 0, runs) << a.name << " on " << pl.size() << " ranks, " << bytes << " B";
+      }
+    }
+    for (int c = 0; c <= static_cast<int>(Collective::kBarrier); ++c) {
+      const Decision d = s.decide(static_cast<Collective>(c), 4096);
+      ASSERT_NE(d.row, nullptr);
+      EXPECT_EQ(d.algorithm, d.row->name);
+      EXPECT_TRUE(s.costModel().unavailableWhy(*d.row).empty()) << d.algorithm;
+    }
+  }
+}
+
+// The double binary tree: every rank forwards in at most one tree, so on rank counts that are
+// not powers of two (where halving/doubling folds and the binomial tree is deeper than the
+// binary one) it wins latency-bound messages when a one-way step costs what an exchange does.
+TEST(CostModel, DoubleBinaryTreeWinsSmallMessagesOnFiveHosts) {
+  Selector s(testModel(), Placement::uniform(5, 1, false), {}, {}, false);
+  EXPECT_EQ(pick(s, 8), "double_binary_tree");
+  const CostModel& cm = s.costModel();
+  EXPECT_LT(cm.predictUs(SelCollective::kAllReduce, "dbt", 8),
+            cm.predictUs(SelCollective::kAllReduce, "tree", 8));
+  // Bandwidth-bound, the ring moves less per rank (2(p−1)/p·S against about 2·S).
+  EXPECT_EQ(pick(s, 64 << 20), "ring");
+  // Where the one-way step is cheaper, the binomial tree's edges win small messages back.
+  FabricModel oneWay = testModel();
+  oneWay.inter.alphaOneWayUs = 12.5;
+  Selector t(oneWay, Placement::uniform(5, 1, false), {}, {}, false);
+  EXPECT_EQ(pick(t, 8), "tree");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Calibration cache
 
 class CacheTest : public ::testing::Test {

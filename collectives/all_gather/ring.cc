@@ -2,8 +2,10 @@
 //
 // Schedule: steps s = 0..p−2: send block (r−s) mod p to r+1, receive block (r−s−1) mod p from
 // r−1 straight into recvbuf.
-// Cost: (p−1)·α + (p−1)/p·S·β, S = p·sendcount·elemsize.
+// Cost: (p−1)·α + (p−1)/p·S·β, S = p·sendcount·elemsize (cost() below, per step on the real
+// placement).
 #include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
 
 namespace braid::detail {
 
@@ -27,4 +29,24 @@ Status allGatherRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size
   return Status::ok();
 }
 
+namespace all_gather_ring {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcount, int /*root*/) {
+  return allGatherRing(a, sendbuf, recvbuf, sendcount);
+}
+
+// Every rank sends to r+1: p−1 steps of S/p.
+void plan(const CostModel& m, CostPlan* plan) {
+  const int p = m.placement().size();
+  CostModel::Messages ring;
+  for (int r = 0; r < p; ++r) ring.push_back({r, (r + 1) % p});
+  const double dp = p;
+  plan->phases = {m.makePhase(ring, 1 / dp, p - 1, 0)};
+}
+
+double cost(const CostModel& m, const CostPlan& plan, size_t bytes, size_t /*chunkBytes*/) {
+  return m.sumUs(plan.phases, static_cast<double>(bytes));
+}
+
+}  // namespace all_gather_ring
 }  // namespace braid::detail

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
 #include "core/copy.h"
 
 namespace braid::detail {
@@ -30,10 +31,15 @@ namespace {
 
 constexpr size_t kSmallBytes = 16 * 1024;
 constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
+constexpr size_t kStreamMinBytes = 16 * 1024;     // core/copy.cc: memcpy below it
 
 }  // namespace
 
-Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
+namespace allreduce_shm {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int /*root*/) {
+  // One rank: every algorithm is a copy (a 1-rank communicator has no intra-host segment).
+  if (a.size == 1) return allReduceRing(a, sendbuf, recvbuf, count);
   ShmSegment* seg = a.shm;
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
@@ -93,11 +99,34 @@ Status allReduceShm(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return Status::ok();
 }
 
-Status barrierShm(const CollArgs& a) {
-  ShmSegment* seg = a.shm;
-  const uint64_t g = seg->nextGeneration();
-  seg->arrive(g, a.seq, a.fp);
-  return seg->waitArrived(g, true);
+void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
+
+// On one host of L ranks, up to one half slot (beyond it, hierarchical.cc's pipelined schedule,
+// priced by allReduceHierarchicalUs). Copies and reductions slow out of cache like everything
+// else that streams memory.
+double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
+  if (bytes > m.placement().segmentHalfBytes) {
+    return allReduceHierarchicalUs(m, bytes, false, chunkBytes);
+  }
+  const FabricModel& f = m.model();
+  const int L = m.placement().size();
+  const double cpu = m.cpuShare(L);
+  const double mem = m.memoryFactor(static_cast<double>(bytes));  // copies and reductions
+  const double dn = static_cast<double>(bytes);
+  // sync and copy were measured with every local rank at once (their contention included);
+  // the reduction kernel alone on one core, so it pays the oversubscription.
+  if (bytes <= (m.crowded() ? kSmallBytesCrowded : kSmallBytes)) {
+    // One hand-off: arrive, then every rank folds all slots.
+    // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
+    const double copy = bytes < kStreamMinBytes && f.copySmallUsPerByte > 0 ? f.copySmallUsPerByte
+                                                                            : f.copyUsPerByte;
+    return f.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * f.gammaUsPerByte);
+  }
+  // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
+  // reduced shards out ((L−1)/L).
+  return 2 * f.syncUs +
+         mem * ((2.0 - 1.0 / L) * dn * f.copyUsPerByte + cpu * (L - 1) * dn / L * f.gammaUsPerByte);
 }
 
+}  // namespace allreduce_shm
 }  // namespace braid::detail

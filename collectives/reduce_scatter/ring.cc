@@ -4,10 +4,12 @@
 // block itself), receive block (r−s−2) mod p from r−1 and reduce it with the local input block;
 // the last step reduces straight into recvbuf. Two scratch blocks alternate so that the block
 // being sent is never the one being received into.
-// Cost: (p−1)·α + (p−1)/p·S·β + (p−1)/p·S·γ, S = p·recvcount·elemsize.
+// Cost: (p−1)·α + (p−1)/p·S·β + (p−1)/p·S·γ, S = p·recvcount·elemsize (cost() below, per step on
+// the real placement).
 #include <cstring>
 
 #include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
 
 namespace braid::detail {
 
@@ -45,4 +47,24 @@ Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, 
   return Status::ok();
 }
 
+namespace reduce_scatter_ring {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount, int /*root*/) {
+  return reduceScatterRing(a, sendbuf, recvbuf, recvcount);
+}
+
+// Every rank sends to r+1: p−1 steps of S/p, each reducing S/p.
+void plan(const CostModel& m, CostPlan* plan) {
+  const int p = m.placement().size();
+  CostModel::Messages ring;
+  for (int r = 0; r < p; ++r) ring.push_back({r, (r + 1) % p});
+  const double dp = p;
+  plan->phases = {m.makePhase(ring, 1 / dp, p - 1, 1 / dp)};
+}
+
+double cost(const CostModel& m, const CostPlan& plan, size_t bytes, size_t /*chunkBytes*/) {
+  return m.sumUs(plan.phases, static_cast<double>(bytes));
+}
+
+}  // namespace reduce_scatter_ring
 }  // namespace braid::detail
