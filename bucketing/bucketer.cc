@@ -72,8 +72,7 @@ Status Bucketer::Impl::init(Communicator* comm, BucketerOptions options) {
                   ? opts_.firstBucketCapBytes
                   : (firstMb > 0 ? static_cast<size_t>(firstMb) * kMiB : kMiB);
   op_ = opts_.reduction == GradReduction::kAverage ? ReduceOp::kAvg : ReduceOp::kSum;
-  timeoutMs_ = paramInt("BRAID_TIMEOUT_MS");
-  if (timeoutMs_ <= 0) timeoutMs_ = 300000;
+  timeoutMs_ = comm_->timeoutMs();
   metricsPath_ = opts_.metricsFile.empty() ? paramString("BRAID_METRICS_FILE") : opts_.metricsFile;
   if (metricsPath_ == "-") metricsPath_.clear();
   if (!metricsPath_.empty()) {

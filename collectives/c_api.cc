@@ -87,14 +87,16 @@ braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId com
   if (id.magic != kIdMagic || id.port == 0) return badArg("unique id is malformed (not from braidGetUniqueId?)");
   id.host[sizeof(id.host) - 1] = '\0';
   return guarded([&]() -> braidResult_t {
+    const int64_t timeoutMs = braid::timeoutMsFromEnvironment();
     auto store = braid::createTcpStore(id.host, id.port, false,
-                                       braid::Deadline::afterMs(braid::paramInt("BRAID_TIMEOUT_MS")));
+                                       braid::Deadline::afterMs(timeoutMs), timeoutMs);
     if (!store.isOk()) return toResult(store.status());
     braid::CommOptions options;
     options.rank = rank;
     options.size = nranks;
     options.store = std::shared_ptr<braid::Store>(std::move(store).value());
     options.jobSecret = id.secret;
+    options.timeoutMs = timeoutMs;
     auto c = braid::Communicator::create(std::move(options));
     if (!c.isOk()) return toResult(c.status());
     *comm = new braidComm{std::move(c).value()};

@@ -71,6 +71,7 @@ class Communicator::Impl {
   void recordFailure(const Status& s, bool notifyPeers);
   Status health() const;
   Status checkStalledOrder();
+  int64_t timeoutMs() const { return timeoutMs_; }
 
   int rank_ = 0;
   int size_ = 1;

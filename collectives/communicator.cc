@@ -94,9 +94,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(CommOptions options) 
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::createFromEnvironment() {
-  Deadline deadline = Deadline::afterMs(paramInt("BRAID_TIMEOUT_MS"));
-  BRAID_ASSIGN_OR_RETURN(BootstrapInfo info, bootstrapFromEnvironment(deadline));
+  const int64_t timeoutMs = timeoutMsFromEnvironment();
+  BRAID_ASSIGN_OR_RETURN(BootstrapInfo info,
+                         bootstrapFromEnvironment(Deadline::afterMs(timeoutMs), timeoutMs));
   CommOptions options;
+  options.timeoutMs = timeoutMs;
   options.rank = info.rank;
   options.size = info.size;
   options.store = std::shared_ptr<Store>(std::move(info.store));
@@ -178,7 +180,7 @@ Status Communicator::Impl::init(CommOptions options) {
   size_ = options.size;
   store_ = options.store;
   secret_ = options.jobSecret;
-  timeoutMs_ = paramInt("BRAID_TIMEOUT_MS");
+  timeoutMs_ = options.timeoutMs > 0 ? options.timeoutMs : timeoutMsFromEnvironment();
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, paramInt("BRAID_CHUNK_BYTES")));
   setLogRank(rank_);
   prefix_ = !splitPrefix_.empty() ? splitPrefix_
@@ -241,6 +243,7 @@ Status Communicator::Impl::init(CommOptions options) {
   topts.jobSecret = secret_;
   topts.rank = rank_;
   topts.tcpAddress = options.tcpAddress;
+  topts.timeoutMs = timeoutMs_;
   const bool useShm = transportName != "tcp" && localRanks_.size() > 1;
   const bool needTcp = transportName == "tcp" || numHosts_ > 1;
   if (transportName == "shm" && numHosts_ > 1) {

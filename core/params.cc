@@ -10,6 +10,7 @@
 // parser here logs its warnings, so the logger cannot depend on it); both accept the same values.
 #include "core/params.h"
 
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
@@ -238,7 +239,8 @@ const std::vector<ParamDef>& paramTable() {
        "Write log lines to this file instead of stderr, appending; %h = host, %p = pid, %r = rank"},
       {"BRAID_TIMEOUT_MS", ParamType::kInt, "300000", "",
        "Deadline in milliseconds of every blocking wait (connect, rendezvous, progress) before it "
-       "fails with a timeout error"},
+       "fails with a timeout error; 0 or less means the default (there is no wait without a "
+       "deadline)"},
       {"BRAID_ALGO", ParamType::kString, "", "",
        "Force algorithms instead of the selector's choice, per collective as "
        "\"allreduce:ring;broadcast:tree\" (a bare name such as \"ring\" means all-reduce); "
@@ -353,6 +355,18 @@ int64_t paramInt(const char* name) {
 bool paramBool(const char* name) {
   const int idx = findParam(name, [](ParamType t) { return t == ParamType::kBool; });
   return idx < 0 ? false : readSlot(idx).boolValue;
+}
+
+int64_t timeoutMsFromEnvironment() {
+  const int64_t ms = paramInt("BRAID_TIMEOUT_MS");
+  if (ms > 0) return ms;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    BRAID_WARN("BRAID_TIMEOUT_MS=%lld: a wait without a deadline is not an option; using the "
+               "default %lld ms",
+               static_cast<long long>(ms), static_cast<long long>(kDefaultTimeoutMs));
+  }
+  return kDefaultTimeoutMs;
 }
 
 std::string paramString(const char* name) {

@@ -32,6 +32,13 @@ std::string paramString(const char* name);
 /// The value in effect as text and where it came from ("env" or "default").
 std::string paramValueText(const char* name, const char** source = nullptr);
 
+/// The deadline of every blocking wait, in milliseconds: BRAID_TIMEOUT_MS when it is > 0, else
+/// (0, negative, malformed) the default kDefaultTimeoutMs, with one warning: braid has no wait
+/// without a deadline. Read by the objects that own a timeout (communicator, store, NCCL plugin
+/// instance) and handed to everything below them as a value.
+inline constexpr int64_t kDefaultTimeoutMs = 300000;
+int64_t timeoutMsFromEnvironment();
+
 /// Replaces a cached value (tests only); "" restores the environment/default.
 void setParamForTesting(const char* name, const std::string& value);
 

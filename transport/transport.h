@@ -20,6 +20,7 @@
 #include <string>
 
 #include "braid/status.h"
+#include "core/params.h"
 
 namespace braid::transport {
 
@@ -62,6 +63,9 @@ struct TransportOptions {
   /// chosen by BRAID_SOCKET_IFNAME, else the first non-loopback interface that is up, else
   /// 127.0.0.1.
   std::string tcpAddress;
+  /// Deadline of the listener's wait for a connecting peer's hello, in ms (the owner's
+  /// BRAID_TIMEOUT_MS, handed down; see timeoutMsFromEnvironment).
+  int64_t timeoutMs = kDefaultTimeoutMs;
 };
 
 /// Requests that may be in flight per connection (NCCL asks for at least 32).

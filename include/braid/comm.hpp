@@ -60,6 +60,10 @@ struct CommOptions {
   std::string hostId;
   /// Address tcp listens on; "" = interface selection (BRAID_SOCKET_IFNAME).
   std::string tcpAddress;
+  /// Deadline of every blocking wait in milliseconds (rendezvous, connections, collectives,
+  /// the segment, the Bucketer). 0 = BRAID_TIMEOUT_MS, whose own 0 (or any value <= 0) means
+  /// its default of 300000: nothing in braid waits without a deadline.
+  int64_t timeoutMs = 0;
 };
 
 class Communicator {
@@ -90,6 +94,8 @@ class Communicator {
   int numHosts() const;
   /// The host index of any rank.
   int hostOf(int rank) const;
+  /// The deadline of every wait, in milliseconds (CommOptions::timeoutMs or BRAID_TIMEOUT_MS).
+  int64_t timeoutMs() const;
 
   // Blocking collectives. sendbuf == recvbuf (or, for gathers, sendbuf at recvbuf + rank's
   // offset) is in-place. Counts are in elements.

@@ -52,8 +52,7 @@ uint64_t mix64(uint64_t x) {
 }
 
 uint64_t timeoutNs() {
-  const int64_t ms = paramInt("BRAID_TIMEOUT_MS");
-  return static_cast<uint64_t>(ms > 0 ? ms : 300000) * 1000000ull;
+  return static_cast<uint64_t>(timeoutMsFromEnvironment()) * 1000000ull;
 }
 
 Status checkContext(void* ctx, const char* what) {
@@ -136,6 +135,7 @@ Result<std::shared_ptr<transport::Transport>> Context::transportFor(int dev) {
     transport::TransportOptions options;
     options.jobSecret = secret;
     options.tcpAddress = address;
+    options.timeoutMs = timeoutMsFromEnvironment();
     Result<std::unique_ptr<transport::Transport>> made = transport::createTransport(name, options);
     if (!made.isOk()) return made.status().withContext("net: BRAID_NET_TRANSPORT");
     tp = std::move(made.value());

@@ -14,7 +14,7 @@ namespace braid {
 namespace detail {
 #ifdef BRAID_WITH_MPI
 /// In mpi_bootstrap.cc, compiled only with MPI.
-Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline);
+Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline, int64_t timeoutMs);
 #endif
 }  // namespace detail
 
@@ -22,7 +22,8 @@ namespace {
 
 
 /// Rank 0 serves a TCP store on the row's host:port; the others connect to it.
-Result<std::unique_ptr<Store>> tcpStoreFor(const LaunchRow& row, Deadline deadline) {
+Result<std::unique_ptr<Store>> tcpStoreFor(const LaunchRow& row, Deadline deadline,
+                                           int64_t timeoutMs) {
   const StoreSpec& spec = row.store;
   const int rank = row.identity.rank;
   const std::string method = row.def->name;
@@ -40,14 +41,14 @@ Result<std::unique_ptr<Store>> tcpStoreFor(const LaunchRow& row, Deadline deadli
     return invalidArgument(what + " cannot be resolved: " + resolved.status().message() + "; " +
                            needs);
   }
-  Result<std::unique_ptr<Store>> store = createTcpStore(spec.host, spec.port, rank == 0, deadline);
+  Result<std::unique_ptr<Store>> store = createTcpStore(spec.host, spec.port, rank == 0, deadline, timeoutMs);
   if (store.isOk()) return store;
   return store.status().withContext("rank " + std::to_string(rank) + ": " + spec.context);
 }
 
-Result<BootstrapInfo> fromMpi(Deadline deadline) {
+Result<BootstrapInfo> fromMpi(Deadline deadline, int64_t timeoutMs) {
 #ifdef BRAID_WITH_MPI
-  return detail::bootstrapFromMpi(deadline);
+  return detail::bootstrapFromMpi(deadline, timeoutMs);
 #else
   (void)deadline;
   return invalidArgument(
@@ -58,14 +59,14 @@ Result<BootstrapInfo> fromMpi(Deadline deadline) {
 
 }  // namespace
 
-Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline) {
+Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline, int64_t timeoutMs) {
   const LaunchChoice launch =
       detectLaunch(LaunchEnvironment::fromProcess(), LaunchSettings::fromParams());
   if (!launch.status.isOk()) return launch.status;
   const LaunchRow& row = *launch.row();
   BootstrapInfo info;
   if (row.store.kind == StoreKind::kMpi) {
-    Result<BootstrapInfo> mpi = fromMpi(deadline);
+    Result<BootstrapInfo> mpi = fromMpi(deadline, timeoutMs);
     if (!mpi.isOk()) return mpi.status();
     info = std::move(mpi.value());
   } else {
@@ -74,13 +75,13 @@ Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline) {
     info.localRank = row.identity.localRank;
     info.method = row.def->name;
     if (row.store.kind == StoreKind::kFile) {
-      Result<std::unique_ptr<Store>> store = createFileStore(row.store.directory);
+      Result<std::unique_ptr<Store>> store = createFileStore(row.store.directory, timeoutMs);
       if (!store.isOk()) {
         return store.status().withContext("BRAID_FILE_STORE=" + row.store.directory);
       }
       info.store = std::move(store.value());
     } else {
-      BRAID_ASSIGN_OR_RETURN(info.store, tcpStoreFor(row, deadline));
+      BRAID_ASSIGN_OR_RETURN(info.store, tcpStoreFor(row, deadline, timeoutMs));
     }
   }
   info.launch = launch.summary() + "; " + launch.reason;

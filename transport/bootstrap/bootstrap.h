@@ -32,6 +32,7 @@
 
 #include "braid/status.h"
 #include "braid/store.h"
+#include "core/params.h"
 
 namespace braid {
 
@@ -47,14 +48,19 @@ struct BootstrapInfo {
 /// Picks a launcher from the environment (BRAID_BOOTSTRAP=auto, or a row's name; env is
 /// torchrun) and builds its store. The job secret is exchanged through that store by
 /// Communicator::create, as for every other way of making a communicator.
-Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline);
+/// timeoutMs bounds the store's own operations (see createTcpStore).
+Result<BootstrapInfo> bootstrapFromEnvironment(Deadline deadline,
+                                               int64_t timeoutMs = kDefaultTimeoutMs);
 
-/// Store implementations.
-Result<std::unique_ptr<Store>> createFileStore(const std::string& directory);
+/// Store implementations. timeoutMs bounds the operations that take no deadline of their own
+/// (set, add, the file store's lock): the owner's BRAID_TIMEOUT_MS, handed down.
+Result<std::unique_ptr<Store>> createFileStore(const std::string& directory,
+                                               int64_t timeoutMs = kDefaultTimeoutMs);
 /// isServer: listen on host:port (port 0 = any; the bound port is returned by tcpStorePort);
 /// else connect, retrying until the deadline.
 Result<std::unique_ptr<Store>> createTcpStore(const std::string& host, int port, bool isServer,
-                                              Deadline deadline);
+                                              Deadline deadline,
+                                              int64_t timeoutMs = kDefaultTimeoutMs);
 /// Port a server TcpStore listens on (for port 0).
 int tcpStorePort(Store* store);
 

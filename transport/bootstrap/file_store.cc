@@ -48,7 +48,8 @@ void sleepMs(int64_t ms) {
 
 class FileStore : public Store {
  public:
-  explicit FileStore(std::string directory) : dir_(std::move(directory)) {}
+  FileStore(std::string directory, int64_t timeoutMs)
+      : dir_(std::move(directory)), timeoutMs_(timeoutMs > 0 ? timeoutMs : kDefaultTimeoutMs) {}
 
   Status set(const std::string& key, const std::vector<uint8_t>& value) override {
     BRAID_RETURN_IF_ERROR(checkKey(key));
@@ -82,7 +83,7 @@ class FileStore : public Store {
     if (fd < 0) return errnoError("file store: opening lock file " + lockPath, errno);
     // flock is released when fd closes, also when the holder dies; poll it with a deadline so that
     // a wedged holder gives an error instead of a hang.
-    Deadline deadline = Deadline::afterMs(lockTimeoutMs());
+    Deadline deadline = Deadline::afterMs(timeoutMs_);
     int64_t sleep = 1;
     while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -93,7 +94,7 @@ class FileStore : public Store {
       if (deadline.expired()) {
         ::close(fd);
         return timeoutError("file store: lock " + lockPath + " held by another process for " +
-                            std::to_string(lockTimeoutMs()) + " ms");
+                            std::to_string(timeoutMs_) + " ms");
       }
       sleepMs(sleep);
       sleep = std::min<int64_t>(sleep * 2, 20);
@@ -104,11 +105,6 @@ class FileStore : public Store {
   }
 
  private:
-  static int64_t lockTimeoutMs() {
-    int64_t ms = paramInt("BRAID_TIMEOUT_MS");
-    return ms > 0 ? ms : 300000;
-  }
-
   static Status checkKey(const std::string& key) {
     if (key.empty()) return invalidArgument("file store: empty key");
     return Status::ok();
@@ -193,11 +189,12 @@ class FileStore : public Store {
   }
 
   std::string dir_;
+  int64_t timeoutMs_;  ///< bounds taking a key's lock
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> createFileStore(const std::string& directory) {
+Result<std::unique_ptr<Store>> createFileStore(const std::string& directory, int64_t timeoutMs) {
   if (directory.empty()) return invalidArgument("file store: empty directory name");
   // Create the directory (and missing parents); several ranks may race here, so EEXIST is fine.
   for (size_t pos = 1; pos <= directory.size(); ++pos) {
@@ -218,7 +215,7 @@ Result<std::unique_ptr<Store>> createFileStore(const std::string& directory) {
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
     return errnoError("file store: directory " + directory + " is not writable", errno);
   }
-  return std::unique_ptr<Store>(std::make_unique<FileStore>(directory));
+  return std::unique_ptr<Store>(std::make_unique<FileStore>(directory, timeoutMs));
 }
 
 }  // namespace braid

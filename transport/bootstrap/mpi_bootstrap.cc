@@ -33,7 +33,7 @@ Status mpiError(const char* what, int rc) {
 
 }  // namespace
 
-Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline) {
+Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline, int64_t timeoutMs) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -92,7 +92,7 @@ Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline) {
       }
     }
     if (serverStatus.isOk()) {
-      Result<std::unique_ptr<Store>> store = createTcpStore(host, 0, /*isServer=*/true, deadline);
+      Result<std::unique_ptr<Store>> store = createTcpStore(host, 0, /*isServer=*/true, deadline, timeoutMs);
       if (store.isOk()) {
         serverStore = std::move(store.value());
         std::string text = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -116,7 +116,8 @@ Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline) {
   BRAID_ASSIGN_OR_RETURN(transport::SocketAddress server,
                          transport::SocketAddress::parseHostPort(address));
   Result<std::unique_ptr<Store>> store =
-      createTcpStore(server.hostString(), server.port(), /*isServer=*/false, deadline);
+      createTcpStore(server.hostString(), server.port(), /*isServer=*/false, deadline,
+                     timeoutMs);
   if (!store.isOk()) return store.status().withContext("MPI bootstrap");
   info.store = std::move(store.value());
   return info;

@@ -59,10 +59,6 @@ struct ResponseHeader {
   uint64_t length;
 };
 
-int64_t defaultTimeoutMs() {
-  int64_t ms = paramInt("BRAID_TIMEOUT_MS");
-  return ms > 0 ? ms : 300000;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Server
@@ -332,8 +328,11 @@ class TcpStoreServer {
 
 class TcpStore : public Store {
  public:
-  TcpStore(std::unique_ptr<TcpStoreServer> server, Fd fd, std::string peer)
-      : server_(std::move(server)), fd_(std::move(fd)), peer_(std::move(peer)) {}
+  TcpStore(std::unique_ptr<TcpStoreServer> server, Fd fd, std::string peer, int64_t timeoutMs)
+      : server_(std::move(server)),
+        fd_(std::move(fd)),
+        peer_(std::move(peer)),
+        timeoutMs_(timeoutMs > 0 ? timeoutMs : kDefaultTimeoutMs) {}
 
   int serverPort() const { return server_ ? server_->bound().port() : -1; }
 
@@ -345,7 +344,7 @@ class TcpStore : public Store {
   Status set(const std::string& key, const std::vector<uint8_t>& value) override {
     if (key.empty()) return invalidArgument("TCP store: empty key");
     std::vector<uint8_t> reply;
-    return call(Op::kSet, key, value.data(), value.size(), 0, Deadline::afterMs(defaultTimeoutMs()),
+    return call(Op::kSet, key, value.data(), value.size(), 0, Deadline::afterMs(timeoutMs_),
                 &reply);
   }
 
@@ -365,7 +364,7 @@ class TcpStore : public Store {
     if (key.empty()) return invalidArgument("TCP store: empty key");
     std::vector<uint8_t> reply;
     BRAID_RETURN_IF_ERROR(
-        call(Op::kAdd, key, nullptr, 0, delta, Deadline::afterMs(defaultTimeoutMs()), &reply));
+        call(Op::kAdd, key, nullptr, 0, delta, Deadline::afterMs(timeoutMs_), &reply));
     if (reply.size() != sizeof(int64_t)) {
       return internalError("TCP store: add reply of " + std::to_string(reply.size()) + " bytes");
     }
@@ -423,6 +422,7 @@ class TcpStore : public Store {
   std::unique_ptr<TcpStoreServer> server_;  // destroyed after the client connection
   Fd fd_;
   std::string peer_;
+  int64_t timeoutMs_;  ///< bounds set and add (get takes its caller's deadline)
   std::mutex mu_;
   Status broken_;
 };
@@ -430,7 +430,7 @@ class TcpStore : public Store {
 }  // namespace
 
 Result<std::unique_ptr<Store>> createTcpStore(const std::string& host, int port, bool isServer,
-                                              Deadline deadline) {
+                                              Deadline deadline, int64_t timeoutMs) {
   if (port < 0 || port > 65535 || (!isServer && port == 0)) {
     return invalidArgument("TCP store: port " + std::to_string(port) + " is not valid" +
                            (isServer ? "" : " for a client (needs the server's port)"));
@@ -450,7 +450,8 @@ Result<std::unique_ptr<Store>> createTcpStore(const std::string& host, int port,
     if (fd.isOk()) {
       (void)transport::setNoDelay(fd.value().get());
       auto store =
-          std::make_unique<TcpStore>(std::move(server), std::move(fd.value()), address.toString());
+          std::make_unique<TcpStore>(std::move(server), std::move(fd.value()), address.toString(),
+                                     timeoutMs);
       BRAID_RETURN_IF_ERROR(store->ping(deadline));
       return std::unique_ptr<Store>(std::move(store));
     }

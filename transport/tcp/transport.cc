@@ -87,8 +87,8 @@ class TcpTransport : public Transport {
     nstreams_ = static_cast<int>(streams);
     int64_t stripeMin = paramInt("BRAID_TCP_STRIPE_MIN");
     stripeMin_ = stripeMin < 1 ? 1 : static_cast<size_t>(stripeMin);
-    int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
-    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs > 0 ? timeoutMs : 30000) * 1000000ull;
+    const int64_t timeoutMs = options.timeoutMs > 0 ? options.timeoutMs : kDefaultTimeoutMs;
+    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs) * 1000000ull;
   }
 
   const char* name() const override { return "tcp"; }

@@ -95,8 +95,8 @@ class UcxListenComm : public ListenComm {
 class UcxTransport : public Transport {
  public:
   explicit UcxTransport(const TransportOptions& options) : options_(options) {
-    int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
-    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs > 0 ? timeoutMs : 30000) * 1000000ull;
+    const int64_t timeoutMs = options.timeoutMs > 0 ? options.timeoutMs : kDefaultTimeoutMs;
+    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs) * 1000000ull;
   }
 
   const char* name() const override { return "ucx"; }

@@ -251,6 +251,26 @@ TEST(ParamParsersTest, IntegerLimits) {
   EXPECT_FALSE(detail::parseParamInt("   ", &v));
 }
 
+// BRAID_TIMEOUT_MS has one meaning for 0: the default. braid has no wait without a deadline,
+// so 0 (or a negative or malformed value) cannot mean "forever"; every owner of a timeout reads
+// it through timeoutMsFromEnvironment.
+TEST_F(ParamsTest, TimeoutZeroOrLessMeansTheDefault) {
+  EXPECT_EQ(timeoutMsFromEnvironment(), kDefaultTimeoutMs);  // unset
+  setParamForTesting("BRAID_TIMEOUT_MS", "2500");
+  EXPECT_EQ(timeoutMsFromEnvironment(), 2500);
+  for (const char* v : {"0", "-1", "soon"}) {
+    SCOPED_TRACE(v);
+    setParamForTesting("BRAID_TIMEOUT_MS", v);
+    EXPECT_EQ(timeoutMsFromEnvironment(), kDefaultTimeoutMs);
+  }
+  EXPECT_EQ(kDefaultTimeoutMs, 300000);
+  for (const ParamDef& def : paramTable()) {
+    if (std::string(def.name) == "BRAID_TIMEOUT_MS") {
+      EXPECT_EQ(std::to_string(kDefaultTimeoutMs), def.defaultValue);
+    }
+  }
+}
+
 TEST_F(ParamsTest, ConcurrentFirstReadsAgree) {
   setenv("BRAID_TCP_STRIPE_MIN", "128k", 1);
   std::atomic<int> wrong{0};

@@ -114,8 +114,6 @@ class RawClient {
 class UcxTransportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    setenv("BRAID_TIMEOUT_MS", "1500", 1);  // hello deadline of the refusal test
-    setParamForTesting("BRAID_TIMEOUT_MS", "1500");
     auto t = make(kSecret);
     if (!t.isOk() && t.status().message().find("not built yet") != std::string::npos) {
       GTEST_SKIP() << t.status().toString();
@@ -123,15 +121,11 @@ class UcxTransportTest : public ::testing::Test {
     ASSERT_TRUE(t.isOk()) << t.status().toString();
     transport_ = std::move(t).value();
   }
-  void TearDown() override {
-    unsetenv("BRAID_TIMEOUT_MS");
-    setParamForTesting("BRAID_TIMEOUT_MS", "");
-  }
-
   static Result<std::unique_ptr<Transport>> make(uint64_t secret) {
     TransportOptions options;
     options.jobSecret = secret;
     options.tcpAddress = "127.0.0.1";
+    options.timeoutMs = 1500;  // hello deadline of the refusal test
     return createTransport("ucx", options);
   }
 
