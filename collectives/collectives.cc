@@ -62,7 +62,7 @@ int Communicator::localRank() const { return impl_->localRank_; }
 int Communicator::localSize() const { return static_cast<int>(impl_->localRanks_.size()); }
 int Communicator::hostIndex() const { return impl_->hostOf_[impl_->rank_]; }
 int Communicator::numHosts() const { return impl_->numHosts_; }
-int64_t Communicator::timeoutMs() const { return impl_->timeoutMs_; }
+int64_t Communicator::timeoutMs() const { return impl_->timeoutMs(); }
 int Communicator::hostOf(int rank) const {
   return rank >= 0 && rank < impl_->size_ ? impl_->hostOf_[rank] : -1;
 }
