@@ -30,28 +30,16 @@
 #include <vector>
 
 #include "braid/status.h"
+#include "transport/handshake.h"
 #include "transport/socket.h"
 #include "transport/transport.h"
 
 namespace braid::transport::detail {
 
-inline constexpr uint16_t kTcpProtocolVersion = 1;
-inline constexpr uint32_t kHelloMagic = 0x4c485442;  // "BTHL"
+/// Handles "BTCP" of kind "tc", hellos "BTHL" (transport/handshake.h), protocol version 1.
+inline constexpr HandshakeProtocol kTcpHandshake = {"tcp", 0x50435442, 0x7463, 1, 0x4c485442};
 inline constexpr int kMaxStreams = 16;
 inline constexpr int kSocketBufferBytes = 4 << 20;
-
-/// First bytes on every stream of a new connection (sender to listener).
-struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t streamIndex;
-  uint32_t nstreams;
-  uint32_t reserved;
-  uint64_t jobSecret;
-  uint64_t nonce;
-  uint64_t connectionId;
-};
-static_assert(sizeof(Hello) == 40, "hello layout");
 
 struct FrameHeader {
   uint32_t magic;

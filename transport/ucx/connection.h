@@ -31,26 +31,17 @@
 #include <vector>
 
 #include "braid/status.h"
+#include "transport/handshake.h"
 #include "transport/transport.h"
 #include "transport/ucx/worker.h"
 
 namespace braid::transport::ucx {
 
-inline constexpr uint16_t kUcxProtocolVersion = 1;
-inline constexpr uint32_t kHelloMagic = 0x4c485542;  // "BUHL"
+/// Handles "BUCX" of kind "uc", hellos "BUHL" (transport/handshake.h; sent on the stream API
+/// before anything else), protocol version 2 (1 had a 32-byte hello).
+inline constexpr HandshakeProtocol kUcxHandshake = {"ucx", 0x58435542, 0x7563, 2, 0x4c485542};
 /// Largest payload that travels inside the header message.
 inline constexpr size_t kInlineBytes = 8192;
-
-/// Sent on the stream API by a connecting endpoint before anything else.
-struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t reserved;
-  uint64_t jobSecret;
-  uint64_t nonce;
-  uint64_t connectionId;
-};
-static_assert(sizeof(Hello) == 32, "hello layout");
 
 struct FrameHeader {
   uint32_t magic;

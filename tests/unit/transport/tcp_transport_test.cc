@@ -101,11 +101,13 @@ bool matches(const uint8_t* p, size_t n, uint64_t seed) {
 }
 
 std::unique_ptr<Transport> makeTransport(uint64_t secret = kSecret,
-                                         const std::string& address = "127.0.0.1") {
+                                         const std::string& address = "127.0.0.1",
+                                         int64_t timeoutMs = kDefaultTimeoutMs) {
   TransportOptions options;
   options.jobSecret = secret;
   options.rank = 0;
   options.tcpAddress = address;
+  options.timeoutMs = timeoutMs;
   auto t = createTransport("tcp", options);
   EXPECT_TRUE(t.isOk()) << t.status().toString();
   return t.isOk() ? std::move(t).value() : nullptr;
@@ -502,9 +504,7 @@ void sendRaw(int fd, const void* data, size_t n) {
 
 TEST(TcpTransportTest, BadHellosAreRefusedAndTheRightPeerIsAcceptedAfterwards) {
   // A short hello timeout so that the silent socket is refused quickly.
-  setParamForTesting("BRAID_TIMEOUT_MS", "500");
-  auto t = makeTransport();
-  setParamForTesting("BRAID_TIMEOUT_MS", "");
+  auto t = makeTransport(kSecret, "127.0.0.1", /*timeoutMs=*/500);
   ASSERT_NE(t, nullptr);
   Handle handle;
   std::unique_ptr<ListenComm> listen;
