@@ -141,11 +141,8 @@ class TcpTransport : public Transport {
 
   Status isend(SendComm* comm, const void* data, size_t size, const Meta& meta,
                Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("tcp isend: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("tcp", "isend", comm, data, size, request));
     auto* c = static_cast<TcpSendComm*>(comm);
-    *request = nullptr;
     if (!c->ready()) c->progressConnect();
     if (!c->broken().isOk()) return c->broken();
     if (!c->ready()) return Status::ok();
@@ -165,11 +162,8 @@ class TcpTransport : public Transport {
   }
 
   Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("tcp irecv: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("tcp", "irecv", comm, data, size, request));
     auto* c = static_cast<TcpRecvComm*>(comm);
-    *request = nullptr;
     if (!c->broken().isOk()) return c->broken();
     TcpRequest* r = c->postRecv(data, size, meta);
     if (r == nullptr) return Status::ok();
@@ -180,30 +174,14 @@ class TcpTransport : public Transport {
 
   Status test(Request* request, bool* done, size_t* size) override {
     auto* r = reinterpret_cast<TcpRequest*>(request);
-    if (done == nullptr || !detail::isLiveRequest(r)) {
-      return invalidUsage(
-          "tcp test: not a live tcp request (already completed, or freed with "
-          "its connection?)");
-    }
-    *done = false;
+    BRAID_RETURN_IF_ERROR(checkTest("tcp", r, detail::kTcpMagics.request, done));
     detail::TcpConn* c = r->conn;
     if (!c->complete(r)) {
       if (c->isSend()) static_cast<TcpSendComm*>(c)->progressConnect();
       c->progress();
     }
-    if (c->complete(r)) {
-      *done = true;
-      if (size != nullptr) *size = r->size;
-      if (r->metaOut != nullptr) *r->metaOut = r->header.meta;
-      c->release(r);
-      return Status::ok();
-    }
-    if (!c->broken().isOk()) {
-      Status s = c->broken();
-      c->release(r);
-      return s;
-    }
-    return Status::ok();
+    if (c->complete(r) && r->metaOut != nullptr) *r->metaOut = r->header.meta;
+    return finishTest(c, r, done, size);
   }
 
  private:

@@ -195,11 +195,8 @@ class UcxTransport : public Transport {
 
   Status isend(SendComm* comm, const void* data, size_t size, const Meta& meta,
                Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("ucx isend: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("ucx", "isend", comm, data, size, request));
     auto* c = static_cast<UcxSendComm*>(comm);
-    *request = nullptr;
     c->progress();
     if (!c->broken().isOk()) return c->broken();
     UcxRequest* r = c->postSend(data, size, meta);
@@ -209,11 +206,8 @@ class UcxTransport : public Transport {
   }
 
   Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("ucx irecv: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("ucx", "irecv", comm, data, size, request));
     auto* c = static_cast<UcxRecvComm*>(comm);
-    *request = nullptr;
     // A peer that is gone may still have messages here to deliver (test() reports kRemote once
     // there are none); any other error ends the connection.
     if (!c->broken().isOk() && c->broken().code() != Code::kRemote) return c->broken();
@@ -225,25 +219,8 @@ class UcxTransport : public Transport {
 
   Status test(Request* request, bool* done, size_t* size) override {
     auto* r = reinterpret_cast<UcxRequest*>(request);
-    if (done == nullptr || !ucx::isLiveRequest(r)) {
-      return invalidUsage(
-          "ucx test: not a live ucx request (already completed, or freed with its "
-          "connection?)");
-    }
-    *done = false;
-    UcxConn* c = r->conn;
-    if (c->complete(r)) {
-      *done = true;
-      if (size != nullptr) *size = r->size;
-      c->release(r);
-      return Status::ok();
-    }
-    if (!c->broken().isOk()) {
-      Status s = c->broken();
-      c->release(r);
-      return s;
-    }
-    return Status::ok();
+    BRAID_RETURN_IF_ERROR(checkTest("ucx", r, ucx::kUcxMagics.request, done));
+    return finishTest(r->conn, r, done, size);
   }
 
  private:
