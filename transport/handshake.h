@@ -117,8 +117,9 @@ class Handshake {
   /// a handle another transport or protocol version made, or a corrupted one.
   template <class H>
   Status readHandle(const Handle& handle, const std::unique_ptr<SendComm>* sendComm, H* h) const {
-    if (sendComm == nullptr)
+    if (sendComm == nullptr) {
       return invalidArgument(std::string(name()) + " connect: null sendComm");
+    }
     std::memcpy(h, handle.bytes, sizeof(H));
     return checkHandleHeader(*h, protocol_.handleMagic, protocol_.handleKind, protocol_.version,
                              name());

@@ -7,12 +7,13 @@
 // version, job secret, random nonce, address, checksum}: 56 of the 128 bytes. connect()
 // validates the handle (kInvalidArgument for a foreign, corrupted or other-job handle), creates a
 // worker and a client endpoint to that address and returns; the endpoint first sends a hello
-// {magic, job secret, nonce, connection id} on UCP's stream API. accept() progresses the
-// listener's worker, creates an endpoint for each connection request, reads each one's hello
-// without blocking, refuses (closes and warns, naming the remote address) those with a wrong
-// secret or nonce, garbage, or no hello within TransportOptions::timeoutMs (those checks are
-// transport/handshake.h's, shared with tcp), and returns the first valid one as the RecvComm,
-// which takes over the worker; the listener then closes (it serves exactly one connection).
+// {magic, job secret, nonce, connection id; stream 0 of 1} on UCP's stream API. accept()
+// progresses the listener's worker, creates an endpoint for each connection request, reads each
+// one's hello without blocking, refuses (closes and warns, naming the remote address) those with
+// a wrong secret or nonce, garbage, or no hello within TransportOptions::timeoutMs (those checks
+// are transport/handshake.h's, shared with tcp), and returns the first valid one as the
+// RecvComm, which takes over the worker; the listener then closes (it serves exactly one
+// connection).
 #include <netinet/in.h>
 #include <sys/socket.h>
 
