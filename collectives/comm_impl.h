@@ -85,8 +85,6 @@ class Communicator::Impl {
   std::string splitPrefix_;
   int splits_ = 0;
   const std::string& storePrefix() const { return prefix_; }
-  /// The communicator's BRAID_TIMEOUT_MS, resolved at init (Communicator::timeoutMs()).
-  int64_t timeoutMs() const { return timeoutMs_; }
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
   /// Algorithms forced through setAlgorithm for reduce-scatter and all-gather ("" = automatic).
