@@ -25,7 +25,7 @@
 
 #include "transport/transport.h"
 
-namespace braid::transport::detail {
+namespace braid::transport::shm {
 
 inline constexpr size_t kShmCacheLine = 64;
 inline constexpr uint64_t kShmSegmentMagic = 0x4745534449415242ull;  // "BRAIDSEG" little-endian
@@ -100,4 +100,4 @@ inline void ringCopyOut(const uint8_t* ring, uint64_t ringBytes, uint64_t pos, v
   if (n > first) std::memcpy(static_cast<uint8_t*>(dst) + first, ring, n - first);
 }
 
-}  // namespace braid::transport::detail
+}  // namespace braid::transport::shm

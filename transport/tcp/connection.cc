@@ -13,9 +13,6 @@
 namespace braid::transport::detail {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x52465442;  // "BTFR"
-constexpr uint32_t kErrorMagic = 0x52455442;  // "BTER"
-constexpr uint32_t kRequestMagic = 0x51525442;
 constexpr size_t kPartAlign = 4096;
 constexpr size_t kStagingBytes = 64 << 10;
 /// Stream-0 payload remainders at least this large are read straight into the user's buffer.
@@ -50,8 +47,6 @@ Status closedError(const std::string& peer) {
   return remoteError("connection to peer " + peer + " closed (peer process exited?)");
 }
 
-bool isLiveRequest(const TcpRequest* r) { return r != nullptr && r->magic == kRequestMagic; }
-
 // ---------------------------------------------------------------------------------------------
 // TcpConn
 
@@ -62,15 +57,9 @@ TcpConn::TcpConn(bool isSend, int nstreams, size_t stripeMin, std::string peer)
 
 TcpRequest* TcpConn::post(const void* data, size_t size) {
   TcpRequest& r = requests_[posted_ % kMaxRequests];
-  if (r.inUse) return nullptr;
-  r.inUse = true;
-  r.magic = kRequestMagic;
-  r.seq = posted_++;
-  r.data = static_cast<char*>(const_cast<void*>(data));
-  r.size = size;
-  r.capacity = size;
+  if (!r.claim(kTcpMagics.request, posted_, data, size)) return nullptr;
+  ++posted_;
   r.striped = size >= stripeMin_;
-  r.metaOut = nullptr;
   return &r;
 }
 
@@ -110,13 +99,11 @@ void TcpConn::failErrno(const char* what, int err) {
 }
 
 Status TcpConn::peerRefusalOr(Status fallback) {
-  ErrorRecord rec;
+  RefusalRecord rec;
   if (!streams_[0].fd.valid()) return fallback;
   ssize_t n = ::recv(streams_[0].fd.get(), &rec, sizeof(rec), MSG_DONTWAIT);
-  if (n != static_cast<ssize_t>(sizeof(rec)) || rec.magic != kErrorMagic) return fallback;
-  return invalidUsage("peer " + peer_ + " refused a message of " + std::to_string(rec.messageSize) +
-                      " bytes: its posted receive has " + std::to_string(rec.postedSize) +
-                      " bytes (post receives at least as large as the matching sends)");
+  if (n != static_cast<ssize_t>(sizeof(rec)) || rec.magic != kTcpMagics.refusal) return fallback;
+  return refusedByPeer(peer_, rec);
 }
 
 void TcpConn::stall(int s, Status status) {
@@ -130,7 +117,7 @@ void TcpConn::stallErrno(int s, int err) {
 void TcpConn::breakIfStalled() {
   for (int s = 0; s < nstreams_; ++s) {
     if (streams_[s].stall.isOk() || streams_[s].seq != completed_) continue;
-    if (refusal_.magic == kErrorMagic && streams_[0].fd.valid()) {
+    if (refusal_.magic == kTcpMagics.refusal && streams_[0].fd.valid()) {
       // Tell the sender why before closing (best effort; it may report kRemote instead).
       (void)::send(streams_[0].fd.get(), &refusal_, sizeof(refusal_), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
@@ -230,17 +217,14 @@ bool TcpConn::fillStaging() {
 
 bool TcpConn::acceptHeader(TcpRequest& r) {
   std::memcpy(&r.header, rxHeader_, kHeaderBytes);
-  if (r.header.magic != kFrameMagic) {
+  if (r.header.magic != kTcpMagics.frame) {
     stall(0, remoteError("peer " + peer_ +
                          " sent a malformed frame header (protocol mismatch or corrupted stream)"));
     return false;
   }
   if (r.header.size > r.capacity) {
-    refusal_ = ErrorRecord{kErrorMagic, static_cast<uint32_t>(Code::kInvalidUsage), r.header.size,
-                           r.capacity};
-    stall(0, invalidUsage("message of " + std::to_string(r.header.size) + " bytes from peer " +
-                          peer_ + " is larger than the posted receive of " +
-                          std::to_string(r.capacity) + " bytes"));
+    refusal_ = refusalRecord(kTcpMagics.refusal, r.header.size, r.capacity);
+    stall(0, messageTooLarge(peer_, r.header.size, r.capacity));
     return false;
   }
   r.size = r.header.size;
@@ -410,7 +394,7 @@ void TcpSendComm::progressConnect() {
 TcpRequest* TcpSendComm::postSend(const void* data, size_t size, const Meta& meta) {
   TcpRequest* r = post(data, size);
   if (r == nullptr) return nullptr;
-  r->header.magic = kFrameMagic;
+  r->header.magic = kTcpMagics.frame;
   r->header.reserved = 0;
   r->header.size = size;
   r->header.meta = meta;

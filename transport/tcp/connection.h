@@ -30,65 +30,30 @@
 #include <vector>
 
 #include "braid/status.h"
+#include "transport/handshake.h"
+#include "transport/message.h"
 #include "transport/socket.h"
 #include "transport/transport.h"
 
 namespace braid::transport::detail {
 
-inline constexpr uint16_t kTcpProtocolVersion = 1;
-inline constexpr uint32_t kHelloMagic = 0x4c485442;  // "BTHL"
+/// Handles "BTCP" of kind "tc", hellos "BTHL" (transport/handshake.h), protocol version 1.
+inline constexpr HandshakeProtocol kTcpHandshake = {"tcp", 0x50435442, 0x7463, 1, 0x4c485442};
+/// Frames "BTFR", refusal records "BTER", requests "BTRQ" (transport/message.h).
+inline constexpr MessageMagics kTcpMagics = {0x52465442, 0x52455442, 0x51525442};
 inline constexpr int kMaxStreams = 16;
 inline constexpr int kSocketBufferBytes = 4 << 20;
-
-/// First bytes on every stream of a new connection (sender to listener).
-struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t streamIndex;
-  uint32_t nstreams;
-  uint32_t reserved;
-  uint64_t jobSecret;
-  uint64_t nonce;
-  uint64_t connectionId;
-};
-static_assert(sizeof(Hello) == 40, "hello layout");
-
-struct FrameHeader {
-  uint32_t magic;
-  uint32_t reserved;
-  uint64_t size;
-  Meta meta;
-};
-inline constexpr size_t kHeaderBytes = sizeof(FrameHeader);
-static_assert(kHeaderBytes == 48, "frame header layout");
-
-/// Sent back by a receiver that refuses a message (posted receive too small).
-struct ErrorRecord {
-  uint32_t magic;
-  uint32_t code;
-  uint64_t messageSize;
-  uint64_t postedSize;
-};
 
 Status closedError(const std::string& peer);
 
 class TcpConn;
 
 /// What the caller sees as a Request*.
-struct TcpRequest {
-  uint32_t magic = 0;  ///< kRequestMagic while owned by the caller
-  bool inUse = false;
+struct TcpRequest : RequestSlot {
   bool striped = false;
   TcpConn* conn = nullptr;
-  uint64_t seq = 0;
-  char* data = nullptr;
-  size_t size = 0;      ///< send: message size; receive: received size once the header is in
-  size_t capacity = 0;  ///< receive: posted size
-  Meta* metaOut = nullptr;
   FrameHeader header;  ///< send: the frame header; receive: the received one
 };
-
-bool isLiveRequest(const TcpRequest* r);
 
 struct Stream {
   Fd fd;
@@ -160,7 +125,7 @@ class TcpConn {
   size_t stageBegin_ = 0;
   size_t stageEnd_ = 0;
   char rxHeader_[kHeaderBytes];
-  ErrorRecord refusal_{};  ///< sent back before breaking, when a header was refused
+  RefusalRecord refusal_{};  ///< sent back before breaking, when a header was refused
 };
 
 class TcpSendComm : public SendComm, public TcpConn {

@@ -7,8 +7,10 @@
 // returns; isend/test finish them and send on each socket a hello {magic, job secret, nonce,
 // connection id, stream index, nstreams}. accept() reads hellos without blocking, refuses (closes
 // and warns, naming the remote address) sockets with a wrong secret or nonce, garbage, or no
-// complete hello within BRAID_TIMEOUT_MS, and returns the RecvComm once every stream of one
-// connection id has arrived; the listener then closes (it serves exactly one connection).
+// complete hello within TransportOptions::timeoutMs (those checks are transport/handshake.h's,
+// shared with ucx), or an inconsistent or duplicate stream, and returns the RecvComm once every
+// stream of one connection id has arrived; the listener then closes (it serves exactly one
+// connection).
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,32 +23,20 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
-#include "transport/handle.h"
-#include "transport/tcp/connection.h"
+#include "transport/handshake.h"
 #include "transport/socket.h"
+#include "transport/tcp/connection.h"
 
 namespace braid::transport {
 namespace {
 
-using detail::Hello;
-using detail::kHelloMagic;
 using detail::kMaxStreams;
-using detail::kSocketBufferBytes;
-using detail::kTcpProtocolVersion;
 using detail::TcpRecvComm;
 using detail::TcpRequest;
 using detail::TcpSendComm;
 
-constexpr uint32_t kHandleMagic = 0x50435442;  // "BTCP"
-constexpr uint16_t kHandleKind = 0x7463;       // "tc"
-constexpr size_t kMaxPendingSockets = 256;
-
 struct TcpHandle {
-  uint32_t magic;
-  uint16_t kind;
-  uint16_t version;
-  uint64_t jobSecret;
-  uint64_t nonce;
+  HandleHeader header;
   uint64_t stripeMin;
   uint32_t nstreams;
   uint32_t checksum;  ///< FNV-1a of the handle with this field zero
@@ -54,29 +44,27 @@ struct TcpHandle {
 };
 static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
 
-class TcpListenComm : public ListenComm {
+class TcpListenComm : public HandshakeListenComm {
  public:
-  struct Pending {
+  /// A socket whose hello is on its way; validated once it is this job's, and a consistent
+  /// stream.
+  struct Pending : PendingHello {
+    using PendingHello::PendingHello;
     Fd fd;
     std::string peer;
-    uint64_t startNs = 0;
-    size_t received = 0;
     bool validated = false;
-    Hello hello;
   };
 
   Fd fd;
-  std::string address;
-  uint64_t nonce = 0;
   int nstreams = 0;
   size_t stripeMin = 0;
-  bool accepted = false;
   std::vector<Pending> pending;
 };
 
 class TcpTransport : public Transport {
  public:
-  explicit TcpTransport(const TransportOptions& options) : options_(options) {
+  explicit TcpTransport(const TransportOptions& options)
+      : handshake_(detail::kTcpHandshake, options) {
     int64_t streams = paramInt("BRAID_TCP_STREAMS");
     if (streams < 1 || streams > kMaxStreams) {
       BRAID_WARN("BRAID_TCP_STREAMS=%lld is outside 1..%d; using %d",
@@ -87,21 +75,14 @@ class TcpTransport : public Transport {
     nstreams_ = static_cast<int>(streams);
     int64_t stripeMin = paramInt("BRAID_TCP_STRIPE_MIN");
     stripeMin_ = stripeMin < 1 ? 1 : static_cast<size_t>(stripeMin);
-    const int64_t timeoutMs = options.timeoutMs > 0 ? options.timeoutMs : kDefaultTimeoutMs;
-    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs) * 1000000ull;
   }
 
   const char* name() const override { return "tcp"; }
 
   Status listen(Handle* handle, std::unique_ptr<ListenComm>* listenComm) override {
-    if (handle == nullptr || listenComm == nullptr) {
-      return invalidArgument("tcp listen: null handle or listenComm");
-    }
-    BRAID_ASSIGN_OR_RETURN(
-        SocketAddress address,
-        listenAddress(options_.tcpAddress, paramString("BRAID_SOCKET_IFNAME"), "tcp"));
+    BRAID_ASSIGN_OR_RETURN(SocketAddress address, handshake_.listenAddress(handle, listenComm));
     ListenOptions lo;
-    lo.bufferBytes = kSocketBufferBytes;
+    lo.bufferBytes = detail::kSocketBufferBytes;
     SocketAddress bound;
     Result<Fd> fd = listenOn(address, lo, &bound);
     if (!fd.isOk()) return fd.status().withContext("tcp listen");
@@ -125,65 +106,34 @@ class TcpTransport : public Transport {
 
     TcpHandle h;
     std::memset(&h, 0, sizeof(h));
-    h.magic = kHandleMagic;
-    h.kind = kHandleKind;
-    h.version = kTcpProtocolVersion;
-    h.jobSecret = options_.jobSecret;
-    h.nonce = nonce;
+    h.header = handshake_.handleHeader(nonce);
     h.stripeMin = stripeMin_;
     h.nstreams = static_cast<uint32_t>(nstreams_);
     h.address = bound.pack();
-    h.checksum = handleChecksum(h);
-    std::memset(handle->bytes, 0, kHandleSize);
-    std::memcpy(handle->bytes, &h, sizeof(h));
+    writeHandle(&h, handle);
     BRAID_INFO("tcp: listening on %s with %d streams", comm->address.c_str(), nstreams_);
     *listenComm = std::move(comm);
     return Status::ok();
   }
 
   Status connect(const Handle& handle, std::unique_ptr<SendComm>* sendComm) override {
-    if (sendComm == nullptr) return invalidArgument("tcp connect: null sendComm");
     TcpHandle h;
-    std::memcpy(&h, handle.bytes, sizeof(h));
-    BRAID_RETURN_IF_ERROR(
-        checkHandleHeader(h, kHandleMagic, kHandleKind, kTcpProtocolVersion, "tcp"));
+    BRAID_RETURN_IF_ERROR(handshake_.readHandle(handle, sendComm, &h));
     if (h.nstreams < 1 || h.nstreams > static_cast<uint32_t>(kMaxStreams) || h.stripeMin == 0) {
       return invalidArgument("tcp connect: the handle has " + std::to_string(h.nstreams) +
                              " streams (valid 1.." + std::to_string(kMaxStreams) + ")");
     }
-    if (h.jobSecret != options_.jobSecret) {
-      return invalidArgument(
-          "tcp connect: the handle belongs to another job (job secret differs);"
-          " was it read from a stale store?");
-    }
-    Result<SocketAddress> address = SocketAddress::unpack(h.address);
-    if (!address.isOk()) return address.status().withContext("tcp connect: bad handle address");
-    BRAID_ASSIGN_OR_RETURN(uint64_t connectionId, secureRandom64());
-
-    Hello hello;
-    std::memset(&hello, 0, sizeof(hello));
-    hello.magic = kHelloMagic;
-    hello.version = kTcpProtocolVersion;
-    hello.nstreams = h.nstreams;
-    hello.jobSecret = options_.jobSecret;
-    hello.nonce = h.nonce;
-    hello.connectionId = connectionId;
+    BRAID_ASSIGN_OR_RETURN(Handshake::Dial dial, handshake_.dial(h.header, h.address, h.nstreams));
     auto comm = std::make_unique<TcpSendComm>(
-        static_cast<int>(h.nstreams), static_cast<size_t>(h.stripeMin), address.value().toString());
-    BRAID_RETURN_IF_ERROR(comm->start(address.value(), hello));
+        static_cast<int>(h.nstreams), static_cast<size_t>(h.stripeMin), dial.address.toString());
+    BRAID_RETURN_IF_ERROR(comm->start(dial.address, dial.hello));
     *sendComm = std::move(comm);
     return Status::ok();
   }
 
   Status accept(ListenComm* listenComm, std::unique_ptr<RecvComm>* recvComm) override {
-    if (listenComm == nullptr || recvComm == nullptr) {
-      return invalidArgument("tcp accept: null listenComm or recvComm");
-    }
+    BRAID_RETURN_IF_ERROR(handshake_.checkAccept(listenComm, recvComm));
     auto* lc = static_cast<TcpListenComm*>(listenComm);
-    if (lc->accepted) {
-      return invalidUsage("tcp accept: this listen comm (" + lc->address +
-                          ") already accepted its connection; listen() again for another peer");
-    }
     acceptNew(lc);
     readHellos(lc);
     return completeConnection(lc, recvComm);
@@ -191,11 +141,8 @@ class TcpTransport : public Transport {
 
   Status isend(SendComm* comm, const void* data, size_t size, const Meta& meta,
                Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("tcp isend: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("tcp", "isend", comm, data, size, request));
     auto* c = static_cast<TcpSendComm*>(comm);
-    *request = nullptr;
     if (!c->ready()) c->progressConnect();
     if (!c->broken().isOk()) return c->broken();
     if (!c->ready()) return Status::ok();
@@ -215,11 +162,8 @@ class TcpTransport : public Transport {
   }
 
   Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("tcp irecv: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("tcp", "irecv", comm, data, size, request));
     auto* c = static_cast<TcpRecvComm*>(comm);
-    *request = nullptr;
     if (!c->broken().isOk()) return c->broken();
     TcpRequest* r = c->postRecv(data, size, meta);
     if (r == nullptr) return Status::ok();
@@ -230,36 +174,19 @@ class TcpTransport : public Transport {
 
   Status test(Request* request, bool* done, size_t* size) override {
     auto* r = reinterpret_cast<TcpRequest*>(request);
-    if (done == nullptr || !detail::isLiveRequest(r)) {
-      return invalidUsage(
-          "tcp test: not a live tcp request (already completed, or freed with "
-          "its connection?)");
-    }
-    *done = false;
+    BRAID_RETURN_IF_ERROR(checkTest("tcp", r, detail::kTcpMagics.request, done));
     detail::TcpConn* c = r->conn;
     if (!c->complete(r)) {
       if (c->isSend()) static_cast<TcpSendComm*>(c)->progressConnect();
       c->progress();
     }
-    if (c->complete(r)) {
-      *done = true;
-      if (size != nullptr) *size = r->size;
-      if (r->metaOut != nullptr) *r->metaOut = r->header.meta;
-      c->release(r);
-      return Status::ok();
-    }
-    if (!c->broken().isOk()) {
-      Status s = c->broken();
-      c->release(r);
-      return s;
-    }
-    return Status::ok();
+    if (c->complete(r) && r->metaOut != nullptr) *r->metaOut = r->header.meta;
+    return finishTest(c, r, done, size);
   }
 
  private:
   void refuse(TcpListenComm* lc, size_t i, const std::string& why) {
-    BRAID_WARN("tcp: refused connection from %s to %s: %s", lc->pending[i].peer.c_str(),
-               lc->address.c_str(), why.c_str());
+    handshake_.refused(lc->pending[i].peer, *lc, why);
     lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
   }
 
@@ -276,16 +203,14 @@ class TcpTransport : public Transport {
         }
         return;
       }
-      TcpListenComm::Pending p;
-      p.fd = Fd(fd);
-      p.peer = SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&from), len).toString();
-      if (lc->pending.size() >= kMaxPendingSockets) {
-        BRAID_WARN("tcp: refused connection from %s to %s: %zu connections already pending",
-                   p.peer.c_str(), lc->address.c_str(), lc->pending.size());
-        continue;
-      }
+      Fd socket(fd);
+      std::string peer =
+          SocketAddress::fromSockaddr(reinterpret_cast<sockaddr*>(&from), len).toString();
+      if (handshake_.tooManyPending(peer, *lc, lc->pending.size())) continue;
       (void)setNoDelay(fd);
-      p.startNs = nowNs();
+      TcpListenComm::Pending p(nowNs());
+      p.fd = std::move(socket);
+      p.peer = std::move(peer);
       lc->pending.push_back(std::move(p));
     }
   }
@@ -298,10 +223,9 @@ class TcpTransport : public Transport {
         ++i;
         continue;
       }
-      char* buf = reinterpret_cast<char*>(&p.hello);
       ssize_t n;
       do {
-        n = ::recv(p.fd.get(), buf + p.received, sizeof(Hello) - p.received, MSG_DONTWAIT);
+        n = ::recv(p.fd.get(), p.rest(), p.missing(), MSG_DONTWAIT);
       } while (n < 0 && errno == EINTR);
       if (n == 0) {
         refuse(lc, i, "closed before completing its hello");
@@ -311,36 +235,18 @@ class TcpTransport : public Transport {
         refuse(lc, i, std::string("error reading its hello: ") + strerror(errno));
         continue;
       }
-      if (n > 0) p.received += static_cast<size_t>(n);
-      if (p.received >= sizeof(uint32_t) && p.hello.magic != kHelloMagic) {
-        refuse(lc, i, "sent garbage instead of a braid tcp hello (not a braid peer?)");
+      if (n > 0) p.advance(static_cast<size_t>(n));
+      std::string why;
+      const HelloState state = handshake_.check(p, lc->nonce, now, &why);
+      if (state == HelloState::kRefused) {
+        refuse(lc, i, why);
         continue;
       }
-      if (p.received < sizeof(Hello)) {
-        if (now - p.startNs > helloTimeoutNs_) {
-          refuse(
-              lc, i,
-              "sent no complete hello within " + std::to_string(helloTimeoutNs_ / 1000000) + " ms");
-          continue;
-        }
+      if (state == HelloState::kIncomplete) {
         ++i;
         continue;
       }
-      const Hello& h = p.hello;
-      if (h.version != kTcpProtocolVersion) {
-        refuse(lc, i,
-               "speaks protocol version " + std::to_string(h.version) + ", not " +
-                   std::to_string(kTcpProtocolVersion));
-        continue;
-      }
-      if (h.jobSecret != options_.jobSecret) {
-        refuse(lc, i, "wrong job secret (a process of another job?)");
-        continue;
-      }
-      if (h.nonce != lc->nonce) {
-        refuse(lc, i, "wrong nonce (it used a handle of another listener, or a stale one)");
-        continue;
-      }
+      const Hello& h = p.hello();
       if (h.nstreams != static_cast<uint32_t>(lc->nstreams) || h.streamIndex >= h.nstreams) {
         refuse(lc, i,
                "inconsistent stream index " + std::to_string(h.streamIndex) + " of " +
@@ -349,8 +255,8 @@ class TcpTransport : public Transport {
       }
       bool duplicate = false;
       for (const TcpListenComm::Pending& q : lc->pending) {
-        duplicate |= q.validated && q.hello.connectionId == h.connectionId &&
-                     q.hello.streamIndex == h.streamIndex;
+        duplicate |= q.validated && q.hello().connectionId == h.connectionId &&
+                     q.hello().streamIndex == h.streamIndex;
       }
       if (duplicate) {
         refuse(lc, i, "duplicate stream " + std::to_string(h.streamIndex));
@@ -364,18 +270,18 @@ class TcpTransport : public Transport {
   Status completeConnection(TcpListenComm* lc, std::unique_ptr<RecvComm>* recvComm) {
     for (const TcpListenComm::Pending& first : lc->pending) {
       if (!first.validated) continue;
-      uint64_t id = first.hello.connectionId;
+      uint64_t id = first.hello().connectionId;
       int have = 0;
       for (const TcpListenComm::Pending& q : lc->pending) {
-        have += q.validated && q.hello.connectionId == id;
+        have += q.validated && q.hello().connectionId == id;
       }
       if (have != lc->nstreams) continue;
       std::vector<Fd> fds(static_cast<size_t>(lc->nstreams));
       std::string peer;
       for (auto it = lc->pending.begin(); it != lc->pending.end();) {
-        if (it->validated && it->hello.connectionId == id) {
-          if (it->hello.streamIndex == 0) peer = it->peer;
-          fds[it->hello.streamIndex] = std::move(it->fd);
+        if (it->validated && it->hello().connectionId == id) {
+          if (it->hello().streamIndex == 0) peer = it->peer;
+          fds[it->hello().streamIndex] = std::move(it->fd);
           it = lc->pending.erase(it);
         } else {
           ++it;
@@ -393,10 +299,9 @@ class TcpTransport : public Transport {
     return Status::ok();
   }
 
-  TransportOptions options_;
+  Handshake handshake_;
   int nstreams_ = 4;
   size_t stripeMin_ = 262144;
-  uint64_t helloTimeoutNs_ = 0;
 };
 
 }  // namespace

@@ -10,9 +10,6 @@
 namespace braid::transport::ucx {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x52465542;    // "BUFR"
-constexpr uint32_t kRefusalMagic = 0x52455542;  // "BUER"
-constexpr uint32_t kRequestMagic = 0x51525542;
 constexpr uint8_t kHeader = 1;
 constexpr uint8_t kData = 2;
 constexpr uint8_t kRefusal = 3;
@@ -58,8 +55,6 @@ uint32_t connectionTag(uint64_t nonce, uint64_t connectionId) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return static_cast<uint32_t>(x ^ (x >> 31));
 }
-
-bool isLiveRequest(const UcxRequest* r) { return r != nullptr && r->magic == kRequestMagic; }
 
 UcxConn::UcxConn(bool isSend, std::string peer)
     : isSend_(isSend), peer_(std::move(peer)) {
@@ -212,14 +207,8 @@ void UcxConn::recvOp(Op* op, void* buf, size_t len, uint64_t tag, uint64_t mask)
 
 UcxRequest* UcxConn::take(const void* data, size_t size) {
   UcxRequest& r = slot(posted_);
-  if (r.inUse) return nullptr;
-  r.inUse = true;
-  r.magic = kRequestMagic;
-  r.seq = posted_++;
-  r.data = static_cast<char*>(const_cast<void*>(data));
-  r.size = size;
-  r.capacity = size;
-  r.metaOut = nullptr;
+  if (!r.claim(kUcxMagics.request, posted_, data, size)) return nullptr;
+  ++posted_;
   r.headerSeen = false;
   r.header = Op{};
   r.payload = Op{};
@@ -229,7 +218,7 @@ UcxRequest* UcxConn::take(const void* data, size_t size) {
 UcxRequest* UcxConn::postSend(const void* data, size_t size, const Meta& meta) {
   UcxRequest* r = take(data, size);
   if (r == nullptr) return nullptr;
-  FrameHeader h{kFrameMagic, 0, size, meta};
+  FrameHeader h{kUcxMagics.frame, 0, size, meta};
   std::memcpy(r->staging, &h, kHeaderBytes);
   if (size <= kInlineBytes) {
     if (size > 0) std::memcpy(r->staging + kHeaderBytes, data, size);
@@ -268,11 +257,8 @@ void UcxConn::checkRefusal() {
   if (acceptOp_.done) reap(&acceptOp_);
   if (!refusalOp_.done || !broken_.isOk()) return;
   reap(&refusalOp_);
-  if (refusalOp_.status == UCS_OK && refusal_.magic == kRefusalMagic) {
-    fail(invalidUsage("peer " + peer_ + " refused a message of " +
-                      std::to_string(refusal_.messageSize) + " bytes: its posted receive has " +
-                      std::to_string(refusal_.postedSize) +
-                      " bytes (post receives at least as large as the matching sends)"));
+  if (refusalOp_.status == UCS_OK && refusal_.magic == kUcxMagics.refusal) {
+    fail(refusedByPeer(peer_, refusal_));
   }
 }
 
@@ -292,7 +278,7 @@ void UcxConn::advanceReceives() {
       return;
     }
     std::memcpy(&h, r.staging, kHeaderBytes);
-    if (h.magic != kFrameMagic) {
+    if (h.magic != kUcxMagics.frame) {
       fail(remoteError("ucx: peer " + peer_ + " sent a malformed frame header"));
       return;
     }
@@ -317,13 +303,10 @@ void UcxConn::advanceReceives() {
 }
 
 void UcxConn::refuse(UcxRequest& r) {
-  refusal_ = Refusal{kRefusalMagic, static_cast<uint32_t>(Code::kInvalidUsage), r.size,
-                     r.capacity};
+  refusal_ = refusalRecord(kUcxMagics.refusal, r.size, r.capacity);
   // Best effort: the record goes out eagerly; its request is reaped with the connection.
   sendOp(&refusalOp_, &refusal_, sizeof(refusal_), tagOf(kRefusal, 0));
-  fail(invalidUsage("message of " + std::to_string(r.size) + " bytes from peer " + peer_ +
-                    " is larger than the posted receive of " + std::to_string(r.capacity) +
-                    " bytes"));
+  fail(messageTooLarge(peer_, r.size, r.capacity));
 }
 
 bool UcxConn::opsDone(const UcxRequest& r) const {

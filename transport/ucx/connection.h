@@ -31,35 +31,20 @@
 #include <vector>
 
 #include "braid/status.h"
+#include "transport/handshake.h"
+#include "transport/message.h"
 #include "transport/transport.h"
 #include "transport/ucx/worker.h"
 
 namespace braid::transport::ucx {
 
-inline constexpr uint16_t kUcxProtocolVersion = 1;
-inline constexpr uint32_t kHelloMagic = 0x4c485542;  // "BUHL"
+/// Handles "BUCX" of kind "uc", hellos "BUHL" (transport/handshake.h; sent on the stream API
+/// before anything else), protocol version 2 (1 had a 32-byte hello).
+inline constexpr HandshakeProtocol kUcxHandshake = {"ucx", 0x58435542, 0x7563, 2, 0x4c485542};
+/// Frames "BUFR", refusal records "BUER", requests "BURQ" (transport/message.h).
+inline constexpr MessageMagics kUcxMagics = {0x52465542, 0x52455542, 0x51525542};
 /// Largest payload that travels inside the header message.
 inline constexpr size_t kInlineBytes = 8192;
-
-/// Sent on the stream API by a connecting endpoint before anything else.
-struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t reserved;
-  uint64_t jobSecret;
-  uint64_t nonce;
-  uint64_t connectionId;
-};
-static_assert(sizeof(Hello) == 32, "hello layout");
-
-struct FrameHeader {
-  uint32_t magic;
-  uint32_t reserved;
-  uint64_t size;
-  Meta meta;
-};
-inline constexpr size_t kHeaderBytes = sizeof(FrameHeader);
-static_assert(kHeaderBytes == 48, "frame header layout");
 
 /// The 32-bit connection tag both ends derive from the listener nonce and the connection id.
 uint32_t connectionTag(uint64_t nonce, uint64_t connectionId);
@@ -76,22 +61,13 @@ struct Op {
 class UcxConn;
 
 /// What the caller sees as a Request*.
-struct UcxRequest {
-  uint32_t magic = 0;  ///< kRequestMagic while owned by the caller
-  bool inUse = false;
+struct UcxRequest : RequestSlot {
   UcxConn* conn = nullptr;
-  uint64_t seq = 0;
-  char* data = nullptr;
-  size_t size = 0;      ///< send: message size; receive: received size once the header is in
-  size_t capacity = 0;  ///< receive: posted size
-  Meta* metaOut = nullptr;
   char* staging = nullptr;  ///< kHeaderBytes + kInlineBytes of the connection's staging
   bool headerSeen = false;  ///< receive: header parsed (payload posted or copied)
   Op header;
   Op payload;
 };
-
-bool isLiveRequest(const UcxRequest* r);
 
 class UcxConn {
  public:
@@ -148,12 +124,7 @@ class UcxConn {
   uint64_t scanned_ = 0;  ///< receive: requests before this one have their header handled
   /// Sender: the receive of the peer's refusal record; receiver: the refusal record it sent.
   Op refusalOp_;
-  struct Refusal {
-    uint32_t magic;
-    uint32_t code;
-    uint64_t messageSize;
-    uint64_t postedSize;
-  } refusal_{};
+  RefusalRecord refusal_{};
   Hello hello_{};
   Op helloOp_;  ///< send side: the stream send of hello_
   /// The listener's confirmation that it accepted, carrying its pid (receiver: sends it; sender:

@@ -7,11 +7,12 @@
 // version, job secret, random nonce, address, checksum}: 56 of the 128 bytes. connect()
 // validates the handle (kInvalidArgument for a foreign, corrupted or other-job handle), creates a
 // worker and a client endpoint to that address and returns; the endpoint first sends a hello
-// {magic, job secret, nonce, connection id} on UCP's stream API. accept() progresses the
-// listener's worker, creates an endpoint for each connection request, reads each one's hello
-// without blocking, refuses (closes and warns, naming the remote address) those with a wrong
-// secret or nonce, garbage, or no hello within BRAID_TIMEOUT_MS, and returns the first valid one
-// as the RecvComm, which takes over the worker; the listener then closes (it serves exactly one
+// {magic, job secret, nonce, connection id; stream 0 of 1} on UCP's stream API. accept()
+// progresses the listener's worker, creates an endpoint for each connection request, reads each
+// one's hello without blocking, refuses (closes and warns, naming the remote address) those with
+// a wrong secret or nonce, garbage, or no hello within TransportOptions::timeoutMs (those checks
+// are transport/handshake.h's, shared with tcp), and returns the first valid one as the
+// RecvComm, which takes over the worker; the listener then closes (it serves exactly one
 // connection).
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -25,7 +26,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/backends.h"
-#include "transport/handle.h"
+#include "transport/handshake.h"
 #include "transport/socket.h"
 #include "transport/ucx/connection.h"
 #include "transport/ucx/worker.h"
@@ -34,25 +35,14 @@ namespace braid::transport {
 namespace {
 
 using ucx::Context;
-using ucx::Hello;
-using ucx::kHelloMagic;
-using ucx::kUcxProtocolVersion;
 using ucx::UcxConn;
 using ucx::UcxRecvComm;
 using ucx::UcxRequest;
 using ucx::UcxSendComm;
 using ucx::Worker;
 
-constexpr uint32_t kHandleMagic = 0x58435542;  // "BUCX"
-constexpr uint16_t kHandleKind = 0x7563;       // "uc"
-constexpr size_t kMaxPendingConnections = 256;
-
 struct UcxHandle {
-  uint32_t magic;
-  uint16_t kind;
-  uint16_t version;
-  uint64_t jobSecret;
-  uint64_t nonce;
+  HandleHeader header;
   uint32_t checksum;  ///< FNV-1a of the handle with this field zero
   uint32_t reserved;
   SocketAddress::Packed address;
@@ -60,15 +50,13 @@ struct UcxHandle {
 static_assert(sizeof(UcxHandle) <= kHandleSize, "ucx handle must fit kHandleSize");
 static_assert(sizeof(UcxHandle) >= 48, "every byte the plugin's handle test flips is checked");
 
-class UcxListenComm : public ListenComm {
+class UcxListenComm : public HandshakeListenComm {
  public:
   /// A connection whose hello has not been validated yet.
-  struct Pending {
+  struct Pending : PendingHello {
+    using PendingHello::PendingHello;
     std::unique_ptr<UcxRecvComm> conn;  ///< the endpoint's error handler points at it
     ucp_ep_h ep = nullptr;
-    uint64_t startNs = 0;
-    size_t received = 0;
-    Hello hello{};
   };
 
   ~UcxListenComm() override {
@@ -85,29 +73,19 @@ class UcxListenComm : public ListenComm {
 
   std::unique_ptr<Worker> worker;
   ucp_listener_h listener = nullptr;
-  std::string address;
-  uint64_t nonce = 0;
-  bool accepted = false;
   std::vector<ucp_conn_request_h> requests;  ///< from the listener, not yet turned into endpoints
   std::vector<Pending> pending;
 };
 
 class UcxTransport : public Transport {
  public:
-  explicit UcxTransport(const TransportOptions& options) : options_(options) {
-    const int64_t timeoutMs = options.timeoutMs > 0 ? options.timeoutMs : kDefaultTimeoutMs;
-    helloTimeoutNs_ = static_cast<uint64_t>(timeoutMs) * 1000000ull;
-  }
+  explicit UcxTransport(const TransportOptions& options)
+      : options_(options), handshake_(ucx::kUcxHandshake, options) {}
 
   const char* name() const override { return "ucx"; }
 
   Status listen(Handle* handle, std::unique_ptr<ListenComm>* listenComm) override {
-    if (handle == nullptr || listenComm == nullptr) {
-      return invalidArgument("ucx listen: null handle or listenComm");
-    }
-    BRAID_ASSIGN_OR_RETURN(
-        SocketAddress address,
-        listenAddress(options_.tcpAddress, paramString("BRAID_SOCKET_IFNAME"), "ucx"));
+    BRAID_ASSIGN_OR_RETURN(SocketAddress address, handshake_.listenAddress(handle, listenComm));
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, context());
     auto lc = std::make_unique<UcxListenComm>();
     BRAID_ASSIGN_OR_RETURN(lc->worker, Worker::create(context));
@@ -137,15 +115,9 @@ class UcxTransport : public Transport {
 
     UcxHandle h;
     std::memset(&h, 0, sizeof(h));
-    h.magic = kHandleMagic;
-    h.kind = kHandleKind;
-    h.version = kUcxProtocolVersion;
-    h.jobSecret = options_.jobSecret;
-    h.nonce = lc->nonce;
+    h.header = handshake_.handleHeader(lc->nonce);
     h.address = address.pack();
-    h.checksum = handleChecksum(h);
-    std::memset(handle->bytes, 0, kHandleSize);
-    std::memcpy(handle->bytes, &h, sizeof(h));
+    writeHandle(&h, handle);
     BRAID_INFO("ucx: listening on %s (transports %s)", lc->address.c_str(),
                context->transports().c_str());
     *listenComm = std::move(lc);
@@ -153,29 +125,19 @@ class UcxTransport : public Transport {
   }
 
   Status connect(const Handle& handle, std::unique_ptr<SendComm>* sendComm) override {
-    if (sendComm == nullptr) return invalidArgument("ucx connect: null sendComm");
     UcxHandle h;
-    std::memcpy(&h, handle.bytes, sizeof(h));
-    BRAID_RETURN_IF_ERROR(
-        checkHandleHeader(h, kHandleMagic, kHandleKind, kUcxProtocolVersion, "ucx"));
-    if (h.jobSecret != options_.jobSecret) {
-      return invalidArgument(
-          "ucx connect: the handle belongs to another job (job secret differs);"
-          " was it read from a stale store?");
-    }
-    Result<SocketAddress> address = SocketAddress::unpack(h.address);
-    if (!address.isOk()) return address.status().withContext("ucx connect: bad handle address");
-    BRAID_ASSIGN_OR_RETURN(uint64_t connectionId, secureRandom64());
+    BRAID_RETURN_IF_ERROR(handshake_.readHandle(handle, sendComm, &h));
+    BRAID_ASSIGN_OR_RETURN(Handshake::Dial dial, handshake_.dial(h.header, h.address, 1));
     BRAID_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, context());
     BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Worker> worker, Worker::create(std::move(context)));
 
-    auto comm = std::make_unique<UcxSendComm>(address.value().toString());
+    auto comm = std::make_unique<UcxSendComm>(dial.address.toString());
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr = address.value().get();
-    params.sockaddr.addrlen = address.value().length();
+    params.sockaddr.addr = dial.address.get();
+    params.sockaddr.addrlen = dial.address.length();
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &UcxConn::onEndpointError;
     params.err_handler.arg = static_cast<UcxConn*>(comm.get());
@@ -184,13 +146,8 @@ class UcxTransport : public Transport {
     if (st != UCS_OK) {
       return ucx::ucsError("ucx connect to peer " + comm->peer(), st);
     }
-    Hello hello{};
-    hello.magic = kHelloMagic;
-    hello.version = kUcxProtocolVersion;
-    hello.jobSecret = options_.jobSecret;
-    hello.nonce = h.nonce;
-    hello.connectionId = connectionId;
-    comm->attach(std::move(worker), ep, ucx::connectionTag(h.nonce, connectionId), &hello);
+    comm->attach(std::move(worker), ep, ucx::connectionTag(h.header.nonce, dial.hello.connectionId),
+                 &dial.hello);
     comm->progress();
     *sendComm = std::move(comm);
     return Status::ok();
@@ -206,20 +163,14 @@ class UcxTransport : public Transport {
   }
 
   Status accept(ListenComm* listenComm, std::unique_ptr<RecvComm>* recvComm) override {
-    if (listenComm == nullptr || recvComm == nullptr) {
-      return invalidArgument("ucx accept: null listenComm or recvComm");
-    }
+    BRAID_RETURN_IF_ERROR(handshake_.checkAccept(listenComm, recvComm));
     auto* lc = static_cast<UcxListenComm*>(listenComm);
-    if (lc->accepted) {
-      return invalidUsage("ucx accept: this listen comm (" + lc->address +
-                          ") already accepted its connection; listen() again for another peer");
-    }
     lc->worker->progress();
     createEndpoints(lc);
     readHellos(lc);
     for (size_t i = 0; i < lc->pending.size(); ++i) {
       UcxListenComm::Pending& p = lc->pending[i];
-      if (p.received < sizeof(Hello)) continue;
+      if (!p.complete()) continue;
       std::unique_ptr<UcxRecvComm> conn = std::move(p.conn);
       ucp_ep_h ep = p.ep;
       lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
@@ -245,11 +196,8 @@ class UcxTransport : public Transport {
 
   Status isend(SendComm* comm, const void* data, size_t size, const Meta& meta,
                Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("ucx isend: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("ucx", "isend", comm, data, size, request));
     auto* c = static_cast<UcxSendComm*>(comm);
-    *request = nullptr;
     c->progress();
     if (!c->broken().isOk()) return c->broken();
     UcxRequest* r = c->postSend(data, size, meta);
@@ -259,11 +207,8 @@ class UcxTransport : public Transport {
   }
 
   Status irecv(RecvComm* comm, void* data, size_t size, Meta* meta, Request** request) override {
-    if (comm == nullptr || request == nullptr || (data == nullptr && size > 0)) {
-      return invalidArgument("ucx irecv: null comm, request or data");
-    }
+    BRAID_RETURN_IF_ERROR(checkPost("ucx", "irecv", comm, data, size, request));
     auto* c = static_cast<UcxRecvComm*>(comm);
-    *request = nullptr;
     // A peer that is gone may still have messages here to deliver (test() reports kRemote once
     // there are none); any other error ends the connection.
     if (!c->broken().isOk() && c->broken().code() != Code::kRemote) return c->broken();
@@ -275,25 +220,8 @@ class UcxTransport : public Transport {
 
   Status test(Request* request, bool* done, size_t* size) override {
     auto* r = reinterpret_cast<UcxRequest*>(request);
-    if (done == nullptr || !ucx::isLiveRequest(r)) {
-      return invalidUsage(
-          "ucx test: not a live ucx request (already completed, or freed with its "
-          "connection?)");
-    }
-    *done = false;
-    UcxConn* c = r->conn;
-    if (c->complete(r)) {
-      *done = true;
-      if (size != nullptr) *size = r->size;
-      c->release(r);
-      return Status::ok();
-    }
-    if (!c->broken().isOk()) {
-      Status s = c->broken();
-      c->release(r);
-      return s;
-    }
-    return Status::ok();
+    BRAID_RETURN_IF_ERROR(checkTest("ucx", r, ucx::kUcxMagics.request, done));
+    return finishTest(r->conn, r, done, size);
   }
 
  private:
@@ -325,8 +253,7 @@ class UcxTransport : public Transport {
 
   void refuse(UcxListenComm* lc, size_t i, const std::string& why) {
     UcxListenComm::Pending& p = lc->pending[i];
-    BRAID_WARN("ucx: refused connection from %s to %s: %s", p.conn->peer().c_str(),
-               lc->address.c_str(), why.c_str());
+    handshake_.refused(p.conn->peer(), *lc, why);
     lc->worker->closeEndpoint(p.ep, /*force=*/true);
     lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
   }
@@ -343,13 +270,11 @@ class UcxTransport : public Transport {
                                                : sizeof(sockaddr_in))
                    .toString();
       }
-      if (lc->pending.size() >= kMaxPendingConnections) {
-        BRAID_WARN("ucx: refused connection from %s to %s: %zu connections already pending",
-                   peer.c_str(), lc->address.c_str(), lc->pending.size());
+      if (handshake_.tooManyPending(peer, *lc, lc->pending.size())) {
         ucp_listener_reject(lc->listener, request);
         continue;
       }
-      UcxListenComm::Pending p;
+      UcxListenComm::Pending p(nowNs());
       p.conn = std::make_unique<UcxRecvComm>(peer);
       ucp_ep_params_t params{};
       params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -364,7 +289,6 @@ class UcxTransport : public Transport {
                    lc->address.c_str(), ucs_status_string(st));
         continue;
       }
-      p.startNs = nowNs();
       lc->pending.push_back(std::move(p));
     }
     lc->requests.clear();
@@ -374,59 +298,34 @@ class UcxTransport : public Transport {
     uint64_t now = nowNs();
     for (size_t i = 0; i < lc->pending.size();) {
       UcxListenComm::Pending& p = lc->pending[i];
-      while (p.received < sizeof(Hello)) {
+      while (!p.complete()) {
         size_t length = 0;
         ucs_status_ptr_t data = ucp_stream_recv_data_nb(p.ep, &length);
         if (data == nullptr || UCS_PTR_IS_ERR(data)) break;
         // Bytes past the hello would be a protocol violation: they are dropped with the hello
         // check failing below only if the hello itself is wrong.
-        size_t take = std::min(length, sizeof(Hello) - p.received);
-        std::memcpy(reinterpret_cast<char*>(&p.hello) + p.received, data, take);
-        p.received += take;
+        p.take(data, length);
         ucp_stream_data_release(p.ep, data);
       }
       if (!p.conn->broken().isOk()) {
         refuse(lc, i, "closed before completing its hello (" + p.conn->broken().message() + ")");
         continue;
       }
-      if (p.received >= sizeof(uint32_t) && p.hello.magic != kHelloMagic) {
-        refuse(lc, i, "sent garbage instead of a braid ucx hello (not a braid peer?)");
+      std::string why;
+      const HelloState state = handshake_.check(p, lc->nonce, now, &why);
+      if (state == HelloState::kRefused) {
+        refuse(lc, i, why);
         continue;
       }
-      if (p.received < sizeof(Hello)) {
-        if (now - p.startNs > helloTimeoutNs_) {
-          refuse(lc, i,
-                 "sent no complete hello within " + std::to_string(helloTimeoutNs_ / 1000000) +
-                     " ms");
-          continue;
-        }
-        ++i;
-        continue;
-      }
-      const Hello& h = p.hello;
-      if (h.version != kUcxProtocolVersion) {
-        refuse(lc, i,
-               "speaks protocol version " + std::to_string(h.version) + ", not " +
-                   std::to_string(kUcxProtocolVersion));
-        continue;
-      }
-      if (h.jobSecret != options_.jobSecret) {
-        refuse(lc, i, "wrong job secret (a process of another job?)");
-        continue;
-      }
-      if (h.nonce != lc->nonce) {
-        refuse(lc, i, "wrong nonce (it used a handle of another listener, or a stale one)");
-        continue;
-      }
-      p.conn->helloConnectionId = h.connectionId;
+      if (state == HelloState::kValid) p.conn->helloConnectionId = p.hello().connectionId;
       ++i;
     }
   }
 
   TransportOptions options_;
+  Handshake handshake_;
   std::mutex mu_;
   std::weak_ptr<Context> context_;
-  uint64_t helloTimeoutNs_ = 0;
 };
 
 }  // namespace
