@@ -503,9 +503,8 @@ void sendRaw(int fd, const void* data, size_t n) {
 }
 
 TEST(TcpTransportTest, BadHellosAreRefusedAndTheRightPeerIsAcceptedAfterwards) {
-  // A short hello timeout (handed down, as the communicator does) so that the silent socket is
-  // refused quickly.
-  auto t = makeTransport(kSecret, "127.0.0.1", 500);
+  // A short hello timeout so that the silent socket is refused quickly.
+  auto t = makeTransport(kSecret, "127.0.0.1", /*timeoutMs=*/500);
   ASSERT_NE(t, nullptr);
   Handle handle;
   std::unique_ptr<ListenComm> listen;

@@ -125,7 +125,7 @@ class UcxTransportTest : public ::testing::Test {
     TransportOptions options;
     options.jobSecret = secret;
     options.tcpAddress = "127.0.0.1";
-    options.timeoutMs = 1500;  // hello deadline of the refusal test
+    options.timeoutMs = 1500;  // the hello deadline of the refusal test
     return createTransport("ucx", options);
   }
 
@@ -170,32 +170,33 @@ TEST_F(UcxTransportTest, ForeignHellosAreRefusedAndTheRealPeerStillConnects) {
   std::memcpy(&v, h.bytes, sizeof(v));
   SocketAddress address = SocketAddress::unpack(v.address).value();
 
-  ucx::Hello good{};
-  good.magic = ucx::kHelloMagic;
-  good.version = ucx::kUcxProtocolVersion;
+  Hello good{};
+  good.magic = ucx::kUcxHandshake.helloMagic;
+  good.version = ucx::kUcxHandshake.version;
+  good.nstreams = 1;
   good.jobSecret = kSecret;
   good.nonce = v.nonce;
   good.connectionId = 77;
   struct Case {
     const char* what;
-    ucx::Hello hello;
+    Hello hello;
     size_t bytes;
   };
-  ucx::Hello wrongNonce = good;
+  Hello wrongNonce = good;
   wrongNonce.nonce ^= 1;
-  ucx::Hello wrongSecret = good;
+  Hello wrongSecret = good;
   wrongSecret.jobSecret ^= 0xff;
-  ucx::Hello garbage;
+  Hello garbage;
   std::memset(&garbage, 0xa5, sizeof(garbage));
-  const std::vector<Case> cases = {{"wrong nonce", wrongNonce, sizeof(ucx::Hello)},
-                                   {"wrong secret", wrongSecret, sizeof(ucx::Hello)},
-                                   {"garbage", garbage, sizeof(ucx::Hello)},
+  const std::vector<Case> cases = {{"wrong nonce", wrongNonce, sizeof(Hello)},
+                                   {"wrong secret", wrongSecret, sizeof(Hello)},
+                                   {"garbage", garbage, sizeof(Hello)},
                                    {"silent (no hello)", good, 0}};
   for (const Case& c : cases) {
     RawClient client(address);
     ASSERT_TRUE(client.ok()) << c.what;
     if (c.bytes > 0) client.send(&c.hello, c.bytes);
-    // Longer than BRAID_TIMEOUT_MS for the silent peer, so that it is refused too.
+    // Longer than the hello deadline for the silent peer, so that it is refused too.
     std::unique_ptr<RecvComm> recv = acceptFor(listen.get(), c.bytes > 0 ? 500 : 2000, &client);
     EXPECT_EQ(recv, nullptr) << "a connection with " << c.what << " was accepted";
   }
