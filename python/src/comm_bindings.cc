@@ -11,7 +11,6 @@
 
 #include "braid/comm.hpp"
 #include "core/clock.h"
-#include "core/params.h"
 #include "braid/store.h"
 #include "python/src/common.h"
 

@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
+#include "transport/bootstrap/launchers.h"
 #include "transport/socket.h"
 #include "transport/transport.h"
 
@@ -129,26 +130,11 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-// Every variable that marks a launcher row (transport/bootstrap/launchers.h), so that a run
-// under srun or mpirun sees only what the test sets.
-const char* const kLaunchVars[] = {"RANK",
-                                   "WORLD_SIZE",
-                                   "LOCAL_RANK",
-                                   "LOCAL_WORLD_SIZE",
-                                   "GROUP_RANK",
-                                   "MASTER_ADDR",
-                                   "MASTER_PORT",
-                                   "TORCHELASTIC_RUN_ID",
-                                   "SLURM_PROCID",
-                                   "PMI_RANK",
-                                   "OMPI_COMM_WORLD_RANK",
-                                   "PMIX_RANK",
-                                   "BRAID_FILE_STORE",
-                                   "BRAID_BOOTSTRAP"};
-
 /// In a child: clears every launcher variable, then sets `vars`.
 void setLaunchEnv(const std::map<std::string, std::string>& vars) {
-  for (const char* name : kLaunchVars) unsetenv(name);
+  // Every variable a launcher row reads, so that a run under srun or mpirun sees only `vars`.
+  for (const std::string& name : launcherVariableNames()) unsetenv(name.c_str());
+  unsetenv("BRAID_FILE_STORE");
   for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
   setParamForTesting("BRAID_FILE_STORE", "");
   setParamForTesting("BRAID_BOOTSTRAP", "");
