@@ -17,6 +17,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "collectives/selector/calibration.h"
+#include "topology/detect.h"
+#include "topology/sysfs.h"
 #include "transport/bootstrap/bootstrap.h"
 
 namespace braid {
@@ -43,6 +45,28 @@ std::string detectHostId(const std::string& configured) {
   struct stat st;
   if (stat("/proc/self/ns/net", &st) == 0) id += "/netns:" + std::to_string(st.st_ino);
   return id;
+}
+
+// This host as the topology layer sees it, for the selector's probe and its cache fingerprint:
+// NICs from sysfs (or the BRAID_TOPO_FILE when one is given), cores, last-level cache.
+detail::HostView localHostView() {
+  detail::HostView v;
+  const std::string method = paramString("BRAID_TOPO_FILE").empty() ? "sysfs" : "auto";
+  auto topo = topo::detectTopology(method);
+  if (topo.isOk()) {
+    if (const topo::Host* h = topo::localHost(*topo)) {
+      std::vector<std::string> names;
+      for (const topo::Nic& n : h->nics) {
+        if (n.kind == topo::NicKind::kLoopback) continue;
+        names.push_back(n.name + ":" + std::to_string(n.speedMbps));
+      }
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) v.nics += n + ",";
+    }
+  }
+  v.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  v.llcBytes = topo::lastLevelCacheBytes();
+  return v;
 }
 
 std::atomic<int> gCommCounter{0};
@@ -384,6 +408,7 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   ctx.segment = segment_.get();
   ctx.transport = transportName;
   ctx.segmentPlacement = placement.segment;
+  ctx.host = localHostView();
   ctx.deadline = deadline;
   // The probe's own engine: its waits end within a few seconds whatever BRAID_TIMEOUT_MS says.
   detail::P2p probeNet(rank_, size_, &links_, std::min<int64_t>(timeoutMs_, 10000),

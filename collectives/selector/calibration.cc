@@ -19,8 +19,6 @@
 #include "core/params.h"
 #include "core/reduce.h"
 #include "braid/store.h"
-#include "topology/detect.h"
-#include "topology/sysfs.h"
 
 namespace braid::detail {
 namespace {
@@ -294,22 +292,8 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
 
 }  // namespace
 
-std::string localHostSummary() {
-  std::string nics;
-  const std::string method = paramString("BRAID_TOPO_FILE").empty() ? "sysfs" : "auto";
-  auto topo = topo::detectTopology(method);
-  if (topo.isOk()) {
-    if (const topo::Host* h = topo::localHost(*topo)) {
-      std::vector<std::string> names;
-      for (const topo::Nic& n : h->nics) {
-        if (n.kind == topo::NicKind::kLoopback) continue;
-        names.push_back(n.name + ":" + std::to_string(n.speedMbps));
-      }
-      std::sort(names.begin(), names.end());
-      for (const std::string& n : names) nics += n + ",";
-    }
-  }
-  return "nics=" + nics + " cores=" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN));
+std::string HostView::summary() const {
+  return "nics=" + nics + " cores=" + std::to_string(cores);
 }
 
 std::string fabricFingerprint(const Placement& placement, const std::string& transport,
@@ -417,17 +401,17 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   const std::string planKey = ctx.prefix + "sel/plan";
 
   // Read once: the default model carries it, and the probe sizes its out-of-cache rounds by it.
-  const double llc = static_cast<double>(topo::lastLevelCacheBytes());
+  const double llc = static_cast<double>(ctx.host.llcBytes);
   std::string fingerprint, cachePath;
   if (ctx.rank == 0) {
     std::string plan = "probe";
     FabricModel m;  // defaults
-    m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    m.coresPerHost = ctx.host.cores;
     if (llc > 0) m.llcBytes = llc;
     if (size <= 1 || mode == "off") {
       plan = "model " + m.serialize();
     } else if (mode == "auto") {
-      fingerprint = fabricFingerprint(placement, ctx.transport, localHostSummary());
+      fingerprint = fabricFingerprint(placement, ctx.transport, ctx.host.summary());
       cachePath = cachePathFor(fingerprint);
       if (!cachePath.empty()) {
         auto cached = readCachedModel(cachePath, fingerprint);
@@ -439,7 +423,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
       }
     }
     if (mode == "probe") {
-      fingerprint = fabricFingerprint(placement, ctx.transport, localHostSummary());
+      fingerprint = fabricFingerprint(placement, ctx.transport, ctx.host.summary());
       cachePath = cachePathFor(fingerprint);
     }
     BRAID_RETURN_IF_ERROR(ctx.store->set(planKey, toBytes(plan)));
@@ -495,7 +479,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx) {
   if (ctx.rank == 0) {
     FabricModel m;
     m.source = "probe";
-    m.coresPerHost = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    m.coresPerHost = ctx.host.cores;
     if (llc > 0) m.llcBytes = llc;
     m.gammaUsPerByte = measureReduceUsPerByte();
     m.copyUsPerByte = measureCopyUsPerByte();

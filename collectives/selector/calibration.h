@@ -35,11 +35,19 @@ namespace braid::detail {
 class P2p;
 class ShmSegment;
 
+/// What the communicator knows of this host from the topology layer (the probe detects nothing
+/// itself): its NICs, online cores and last-level cache.
+struct HostView {
+  std::string nics;   ///< "name:speedMbps," per non-loopback NIC, sorted ("" when none/unknown)
+  int cores = 0;      ///< online cores
+  size_t llcBytes = 0;  ///< last-level cache, 0 when unknown
+  /// "nics=<nics> cores=<cores>": this host's part of the fabric fingerprint.
+  std::string summary() const;
+};
+
 /// Text that identifies a fabric for the cache: hosts, ranks per host, transport, NICs, cores.
 std::string fabricFingerprint(const Placement& placement, const std::string& transport,
                               const std::string& hostSummary);
-/// This host's NICs (name:speed, non-loopback, sorted) and online cores, for the fingerprint.
-std::string localHostSummary();
 /// The cache file for a fingerprint: DIR/fabric-<hash>.txt where DIR is BRAID_CALIBRATION_CACHE,
 /// else $XDG_CACHE_HOME/braid, else $HOME/.cache/braid; "" when the cache is off.
 std::string cachePathFor(const std::string& fingerprint);
@@ -63,6 +71,7 @@ struct ProbeContext {
   ShmSegment* segment = nullptr;  ///< this host's segment, or null
   std::string transport;          ///< "auto", "shm" or "tcp"
   bool segmentPlacement = false;
+  HostView host;                  ///< this host, as the communicator assembled it
   Deadline deadline = Deadline::never();
 };
 
