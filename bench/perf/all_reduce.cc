@@ -34,7 +34,10 @@ const CollectiveBench& allReduceBench() {
   static const CollectiveBench kBench = [] {
     CollectiveBench b;
     b.name = "all_reduce";
+    b.sizeText = "each rank's input and output (count elements)";
     b.busBwFactor = allReduceBusBwFactor;
+    b.busBwFormula = "2(n-1)/n";
+    b.reduces = true;
     b.initBuffers = allReduceInit;
     b.run = allReduceRun;
     b.check = allReduceCheck;

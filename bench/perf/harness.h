@@ -2,6 +2,8 @@
 // verification, algbw/busbw columns, JSON lines) shared by every collective. A collective's
 // benchmark is one small file that fills a CollectiveBench: its name, busbw factor, how to fill
 // the buffers with a verifiable pattern, how to run it, and how to count wrong elements.
+// The harness's parts: options.{h,cc} (the command line and the sweep), pattern.cc (verifiable
+// data), report.{h,cc} (header, columns, JSON, summary), runner.cc (launch and the per-rank loop).
 //
 // Timing: per size and placement (out-of-place, then in-place), `-w` untimed calls, a barrier,
 // then `-n` calls timed together; a rank's time is their average and the reported time is the
@@ -54,6 +56,8 @@ size_t countMismatches(const void* buf, const uint8_t* table, size_t period, siz
                        size_t count, size_t phase = 0);
 /// Fills with a byte pattern no verifiable result uses, so that unwritten output is caught.
 void poison(void* buf, size_t bytes);
+/// Number of the `count` elements of buf that are not poison(): output written where none belongs.
+size_t countUnpoisoned(const void* buf, size_t elemSize, size_t count);
 
 /// What a collective's functions see.
 struct BenchContext {
@@ -62,6 +66,7 @@ struct BenchContext {
   int ranks = 1;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  int root = 0;  ///< -r, for rooted collectives
   const Pattern* pattern = nullptr;
 };
 
@@ -82,8 +87,14 @@ struct AlgorithmHooks {
 /// collective places its input inside recv where its in-place convention says so).
 struct CollectiveBench {
   const char* name = "";
-  /// busbw / algbw for `ranks` ranks (all-reduce: 2(n-1)/n).
+  /// What the size column measures (--help).
+  const char* sizeText = "";
+  /// busbw / algbw for `ranks` ranks (all-reduce: 2(n-1)/n), and that formula as text.
   double (*busBwFactor)(int ranks) = nullptr;
+  const char* busBwFormula = "";
+  /// Takes -o (a reduction) and -r (a root).
+  bool reduces = false;
+  bool rooted = false;
   /// Fills the input with this rank's pattern and poisons the output.
   void (*initBuffers)(const BenchContext& ctx, void* send, void* recv, size_t count,
                       bool inPlace) = nullptr;
@@ -114,6 +125,9 @@ AlgorithmHooks collectiveAlgorithms() {
 const CollectiveBench& allReduceBench();
 const CollectiveBench& reduceScatterBench();
 const CollectiveBench& allGatherBench();
+const CollectiveBench& broadcastBench();
+const CollectiveBench& reduceBench();
+const CollectiveBench& allToAllBench();
 
 /// Parses the command line (-h lists it), launches local ranks for --ranks, or runs as one rank of
 /// an existing launch. Returns the process exit code: 0, 1 on wrong results or a failed

@@ -24,13 +24,16 @@ size_t ownBlock(const BenchContext& ctx, size_t count) {
 }
 
 template <Collective kCollective>
-CollectiveBench makeBench(const char* name,
+CollectiveBench makeBench(const char* name, bool reduces,
                           void (*init)(const BenchContext&, void*, void*, size_t, bool),
                           Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
                           size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
   CollectiveBench b;
   b.name = name;
+  b.sizeText = "the whole vector: n blocks of count/n elements, one per rank";
   b.busBwFactor = busBwFactor;
+  b.busBwFormula = "(n-1)/n";
+  b.reduces = reduces;
   b.initBuffers = init;
   b.run = run;
   b.check = check;
@@ -96,13 +99,13 @@ size_t agCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*i
 
 const CollectiveBench& reduceScatterBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kReduceScatter>("reduce_scatter", rsInit, rsRun, rsCheck);
+      makeBench<Collective::kReduceScatter>("reduce_scatter", true, rsInit, rsRun, rsCheck);
   return kBench;
 }
 
 const CollectiveBench& allGatherBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kAllGather>("all_gather", agInit, agRun, agCheck);
+      makeBench<Collective::kAllGather>("all_gather", false, agInit, agRun, agCheck);
   return kBench;
 }
 

@@ -1,0 +1,91 @@
+// broadcast and reduce for braid-perf, in nccl-tests' conventions: the size column is the whole
+// message (count elements) and busbw = algbw (factor 1: a bandwidth-optimal pipelined broadcast or
+// reduce moves the message once over each link, so busbw is comparable with a link's peak).
+//   broadcast: the root's input is its pattern; every rank's output must equal it. In place, the
+//     root's buffer holds the input and every other rank's buffer is overwritten.
+//   reduce: every rank contributes its pattern; the root's output must equal the reduction, and
+//     no other rank's output buffer may be written (out of place; in place it holds the input).
+#include "bench/perf/harness.h"
+
+namespace braid::perf {
+namespace {
+
+double busBwFactor(int /*ranks*/) { return 1.0; }
+
+bool isRoot(const BenchContext& ctx) { return ctx.rank == ctx.root; }
+
+template <Collective kCollective>
+CollectiveBench makeBench(const char* name, bool reduces,
+                          void (*init)(const BenchContext&, void*, void*, size_t, bool),
+                          Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
+                          size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
+  CollectiveBench b;
+  b.name = name;
+  b.sizeText = "the whole message (count elements)";
+  b.busBwFactor = busBwFactor;
+  b.busBwFormula = "1";
+  b.reduces = reduces;
+  b.rooted = true;
+  b.initBuffers = init;
+  b.run = run;
+  b.check = check;
+  b.algorithms = collectiveAlgorithms<kCollective>();
+  return b;
+}
+
+// --- broadcast ----------------------------------------------------------------------------------
+
+void bcastInit(const BenchContext& ctx, void* send, void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  poison(recv, count * p.elemSize());
+  if (!inPlace) poison(send, count * p.elemSize());  // read on the root only
+  if (isRoot(ctx)) {
+    fillPeriodic(inPlace ? recv : send, p.contribution(ctx.root), p.period(), p.elemSize(), count);
+  }
+}
+
+Status bcastRun(const BenchContext& ctx, const void* send, void* recv, size_t count,
+                bool /*inPlace: send == recv*/) {
+  return ctx.comm->broadcast(send, recv, count, ctx.type, ctx.root);
+}
+
+size_t bcastCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*inPlace*/) {
+  const Pattern& p = *ctx.pattern;
+  return countMismatches(recv, p.contribution(ctx.root), p.period(), p.elemSize(), count);
+}
+
+// --- reduce -------------------------------------------------------------------------------------
+
+void reduceInit(const BenchContext& ctx, void* send, void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  fillPeriodic(send, p.contribution(ctx.rank), p.period(), p.elemSize(), count);
+  if (!inPlace) poison(recv, count * p.elemSize());
+}
+
+Status reduceRun(const BenchContext& ctx, const void* send, void* recv, size_t count,
+                 bool /*inPlace*/) {
+  return ctx.comm->reduce(send, recv, count, ctx.type, ctx.op, ctx.root);
+}
+
+size_t reduceCheck(const BenchContext& ctx, const void* recv, size_t count, bool inPlace) {
+  const Pattern& p = *ctx.pattern;
+  if (isRoot(ctx)) return countMismatches(recv, p.reduced(), p.period(), p.elemSize(), count);
+  if (inPlace) return 0;  // the buffer is this rank's input; reduce may use it as it likes
+  return countUnpoisoned(recv, p.elemSize(), count);
+}
+
+}  // namespace
+
+const CollectiveBench& broadcastBench() {
+  static const CollectiveBench kBench =
+      makeBench<Collective::kBroadcast>("broadcast", false, bcastInit, bcastRun, bcastCheck);
+  return kBench;
+}
+
+const CollectiveBench& reduceBench() {
+  static const CollectiveBench kBench =
+      makeBench<Collective::kReduce>("reduce", true, reduceInit, reduceRun, reduceCheck);
+  return kBench;
+}
+
+}  // namespace braid::perf
