@@ -31,19 +31,10 @@ size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count, b
 }  // namespace
 
 const CollectiveBench& allReduceBench() {
-  static const CollectiveBench kBench = [] {
-    CollectiveBench b;
-    b.name = "all_reduce";
-    b.sizeText = "each rank's input and output (count elements)";
-    b.busBwFactor = allReduceBusBwFactor;
-    b.busBwFormula = "2(n-1)/n";
-    b.reduces = true;
-    b.initBuffers = allReduceInit;
-    b.run = allReduceRun;
-    b.check = allReduceCheck;
-    b.algorithms = collectiveAlgorithms<Collective::kAllReduce>();
-    return b;
-  }();
+  static const CollectiveBench kBench = makeBench<Collective::kAllReduce>(
+      {"all_reduce", "each rank's input and output (count elements)", allReduceBusBwFactor,
+       "2(n-1)/n", /*reduces=*/true, /*rooted=*/false},
+      allReduceInit, allReduceRun, allReduceCheck);
   return kBench;
 }
 

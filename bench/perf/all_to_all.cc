@@ -47,18 +47,10 @@ size_t a2aCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*
 }  // namespace
 
 const CollectiveBench& allToAllBench() {
-  static const CollectiveBench kBench = [] {
-    CollectiveBench b;
-    b.name = "all_to_all";
-    b.sizeText = "each rank's whole send buffer: n blocks of count/n elements, one per rank";
-    b.busBwFactor = busBwFactor;
-    b.busBwFormula = "(n-1)/n";
-    b.initBuffers = a2aInit;
-    b.run = a2aRun;
-    b.check = a2aCheck;
-    b.algorithms = collectiveAlgorithms<Collective::kAllToAll>();
-    return b;
-  }();
+  static const CollectiveBench kBench = makeBench<Collective::kAllToAll>(
+      {"all_to_all", "each rank's whole send buffer: n blocks of count/n elements, one per rank",
+       busBwFactor, "(n-1)/n", /*reduces=*/false, /*rooted=*/false},
+      a2aInit, a2aRun, a2aCheck);
   return kBench;
 }
 

@@ -85,16 +85,20 @@ struct AlgorithmHooks {
 /// One collective's benchmark. `count` is the element count of the size column (nccl-tests'
 /// "count"); buffers hold at least that many elements. In-place calls get send == recv (the
 /// collective places its input inside recv where its in-place convention says so).
-struct CollectiveBench {
-  const char* name = "";
+/// What a collective's benchmark says about itself.
+struct BenchInfo {
+  const char* name;
   /// What the size column measures (--help).
-  const char* sizeText = "";
+  const char* sizeText;
   /// busbw / algbw for `ranks` ranks (all-reduce: 2(n-1)/n), and that formula as text.
-  double (*busBwFactor)(int ranks) = nullptr;
-  const char* busBwFormula = "";
+  double (*busBwFactor)(int ranks);
+  const char* busBwFormula;
   /// Takes -o (a reduction) and -r (a root).
-  bool reduces = false;
-  bool rooted = false;
+  bool reduces;
+  bool rooted;
+};
+
+struct CollectiveBench : BenchInfo {
   /// Fills the input with this rank's pattern and poisons the output.
   void (*initBuffers)(const BenchContext& ctx, void* send, void* recv, size_t count,
                       bool inPlace) = nullptr;
@@ -119,6 +123,21 @@ AlgorithmHooks collectiveAlgorithms() {
     return c.predictedUs(kCollective, b, n);
   };
   return h;
+}
+
+/// A collective's benchmark from its description and functions, with the table's algorithms.
+template <Collective kCollective>
+CollectiveBench makeBench(const BenchInfo& info,
+                          void (*init)(const BenchContext&, void*, void*, size_t, bool),
+                          Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
+                          size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
+  CollectiveBench b;
+  static_cast<BenchInfo&>(b) = info;
+  b.initBuffers = init;
+  b.run = run;
+  b.check = check;
+  b.algorithms = collectiveAlgorithms<kCollective>();
+  return b;
 }
 
 /// The collectives, one file each (all_reduce.cc, ...), each with its own braid-perf binary.

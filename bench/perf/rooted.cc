@@ -14,23 +14,8 @@ double busBwFactor(int /*ranks*/) { return 1.0; }
 
 bool isRoot(const BenchContext& ctx) { return ctx.rank == ctx.root; }
 
-template <Collective kCollective>
-CollectiveBench makeBench(const char* name, bool reduces,
-                          void (*init)(const BenchContext&, void*, void*, size_t, bool),
-                          Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
-                          size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
-  CollectiveBench b;
-  b.name = name;
-  b.sizeText = "the whole message (count elements)";
-  b.busBwFactor = busBwFactor;
-  b.busBwFormula = "1";
-  b.reduces = reduces;
-  b.rooted = true;
-  b.initBuffers = init;
-  b.run = run;
-  b.check = check;
-  b.algorithms = collectiveAlgorithms<kCollective>();
-  return b;
+BenchInfo describe(const char* name, bool reduces) {
+  return {name, "the whole message (count elements)", busBwFactor, "1", reduces, /*rooted=*/true};
 }
 
 // --- broadcast ----------------------------------------------------------------------------------
@@ -78,13 +63,13 @@ size_t reduceCheck(const BenchContext& ctx, const void* recv, size_t count, bool
 
 const CollectiveBench& broadcastBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kBroadcast>("broadcast", false, bcastInit, bcastRun, bcastCheck);
+      makeBench<Collective::kBroadcast>(describe("broadcast", false), bcastInit, bcastRun, bcastCheck);
   return kBench;
 }
 
 const CollectiveBench& reduceBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kReduce>("reduce", true, reduceInit, reduceRun, reduceCheck);
+      makeBench<Collective::kReduce>(describe("reduce", true), reduceInit, reduceRun, reduceCheck);
   return kBench;
 }
 

@@ -23,22 +23,9 @@ size_t ownBlock(const BenchContext& ctx, size_t count) {
   return static_cast<size_t>(ctx.rank) * blockCount(ctx, count) * ctx.pattern->elemSize();
 }
 
-template <Collective kCollective>
-CollectiveBench makeBench(const char* name, bool reduces,
-                          void (*init)(const BenchContext&, void*, void*, size_t, bool),
-                          Status (*run)(const BenchContext&, const void*, void*, size_t, bool),
-                          size_t (*check)(const BenchContext&, const void*, size_t, bool)) {
-  CollectiveBench b;
-  b.name = name;
-  b.sizeText = "the whole vector: n blocks of count/n elements, one per rank";
-  b.busBwFactor = busBwFactor;
-  b.busBwFormula = "(n-1)/n";
-  b.reduces = reduces;
-  b.initBuffers = init;
-  b.run = run;
-  b.check = check;
-  b.algorithms = collectiveAlgorithms<kCollective>();
-  return b;
+BenchInfo describe(const char* name, bool reduces) {
+  return {name, "the whole vector: n blocks of count/n elements, one per rank", busBwFactor,
+          "(n-1)/n", reduces, /*rooted=*/false};
 }
 
 // --- reduce_scatter -----------------------------------------------------------------------------
@@ -99,13 +86,13 @@ size_t agCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*i
 
 const CollectiveBench& reduceScatterBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kReduceScatter>("reduce_scatter", true, rsInit, rsRun, rsCheck);
+      makeBench<Collective::kReduceScatter>(describe("reduce_scatter", true), rsInit, rsRun, rsCheck);
   return kBench;
 }
 
 const CollectiveBench& allGatherBench() {
   static const CollectiveBench kBench =
-      makeBench<Collective::kAllGather>("all_gather", false, agInit, agRun, agCheck);
+      makeBench<Collective::kAllGather>(describe("all_gather", false), agInit, agRun, agCheck);
   return kBench;
 }
 
