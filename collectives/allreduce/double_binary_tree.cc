@@ -23,7 +23,7 @@
 //   per chunk crossing one host's link) and b·γ for every chunk it reduces; then c − 1 further
 //   rounds in which every rank is busy in both trees (an interior rank: 4 chunks in, 4 out, 2
 //   reduced): ≈ (c − 1)·(4·α + 4·b·β + 2·b·γ). Unpipelined: ~2H·α + 2H·S·β; pipelined, for
-//   large c: ~2·S·β + S·γ + 4c·α. The selector picks its chunk (from 4 KiB).
+//   large c: ~2·S·β + S·γ + 4c·α. The selector picks its chunk (from 64 KiB: algorithms.cc).
 #include <algorithm>
 #include <cmath>
 
