@@ -28,12 +28,21 @@ size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count, b
   return countMismatches(recv, p.reduced(), p.period(), p.elemSize(), count);
 }
 
+// Reduce-scatter then all-gather through shared memory: every rank reduces the other ranks'
+// (n-1) parts into its 1/n slice and copies the (n-1) slices it did not reduce.
+CeilingWork allReduceCeiling(const BenchContext& ctx, size_t count) {
+  const double share = static_cast<double>(count * ctx.pattern->elemSize()) * (ctx.ranks - 1) /
+                       ctx.ranks;
+  return {share, share};
+}
+
 }  // namespace
 
 const CollectiveBench& allReduceBench() {
   static const CollectiveBench kBench = makeBench<Collective::kAllReduce>(
       {"all_reduce", "each rank's input and output (count elements)", allReduceBusBwFactor,
-       "2(n-1)/n", /*reduces=*/true, /*rooted=*/false},
+       "2(n-1)/n", /*reduces=*/true, /*rooted=*/false, allReduceCeiling,
+       "copy (n-1)/n S + reduce (n-1)/n S"},
       allReduceInit, allReduceRun, allReduceCheck);
   return kBench;
 }

@@ -44,12 +44,19 @@ size_t a2aCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*
   return wrong;
 }
 
+// Every rank copies the n-1 blocks addressed to it.
+CeilingWork a2aCeiling(const BenchContext& ctx, size_t count) {
+  return {static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize()) * (ctx.ranks - 1),
+          0};
+}
+
 }  // namespace
 
 const CollectiveBench& allToAllBench() {
   static const CollectiveBench kBench = makeBench<Collective::kAllToAll>(
       {"all_to_all", "each rank's whole send buffer: n blocks of count/n elements, one per rank",
-       busBwFactor, "(n-1)/n", /*reduces=*/false, /*rooted=*/false},
+       busBwFactor, "(n-1)/n", /*reduces=*/false, /*rooted=*/false, a2aCeiling,
+       "copy (n-1)/n S"},
       a2aInit, a2aRun, a2aCheck);
   return kBench;
 }

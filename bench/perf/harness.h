@@ -78,13 +78,21 @@ struct AlgorithmHooks {
   Status (*select)(Communicator& comm, const std::string& name) = nullptr;
   /// The algorithm the automatic choice uses for a message of `bytes`.
   std::string (*chosen)(const Communicator& comm, size_t bytes) = nullptr;
-  /// The selector's predicted µs for `name` at `bytes` (negative: no prediction); optional.
+  /// The selector's predicted µs for `name` at `bytes` ("": for its own choice, with its chunk;
+  /// negative: no prediction); optional.
   double (*predictedUs)(const Communicator& comm, const std::string& name, size_t bytes) = nullptr;
 };
 
 /// One collective's benchmark. `count` is the element count of the size column (nccl-tests'
 /// "count"); buffers hold at least that many elements. In-place calls get send == recv (the
 /// collective places its input inside recv where its in-place convention says so).
+/// The memory traffic a collective cannot avoid on one host, per rank: bytes it must copy from
+/// another rank's buffer and bytes it must reduce into its own (the ceiling column).
+struct CeilingWork {
+  double copyBytes = 0;
+  double reduceBytes = 0;
+};
+
 /// What a collective's benchmark says about itself.
 struct BenchInfo {
   const char* name;
@@ -96,6 +104,10 @@ struct BenchInfo {
   /// Takes -o (a reduction) and -r (a root).
   bool reduces;
   bool rooted;
+  /// This rank's share of the single-host memory traffic for a call of `count` elements, and
+  /// the formula as text (S = the size column's bytes).
+  CeilingWork (*ceilingWork)(const BenchContext& ctx, size_t count);
+  const char* ceilingFormula;
 };
 
 struct CollectiveBench : BenchInfo {

@@ -161,6 +161,10 @@ void Report::printHeader() const {
   if (!setup_.model.empty())
     std::printf("# model      : %s (column \"model\": predicted time of the row's algorithm)\n",
                 setup_.model.c_str());
+  if (setup_.ceiling)
+    std::printf("# ceiling    : %s, every rank at once, copied with memcpy and reduced with\n"
+                "#              braid's kernel in this run (column \"ceil\"); %%ceil = ceil / time\n",
+                setup_.bench->ceilingFormula);
   char step[48];
   if (o.stepBytes) {
     std::snprintf(step, sizeof(step), "-i %zu", o.stepBytes);
@@ -196,12 +200,14 @@ void Report::printColumns() const {
   const int aw = algoWidth_;
   std::printf("#%*s%*s\n", 12 + 2 + 12 + 2 + 8 + 2 + 6 + 2 + 4 + 2 + aw + 34, "out-of-place",
               38, "in-place");
-  std::printf("#%11s  %12s  %8s  %6s  %4s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n",
+  std::printf("#%11s  %12s  %8s  %6s  %4s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s%s\n",
               "size", "count", "type", "redop", "root", aw, "algo", "time", "algbw", "busbw",
-              "#wrong", "time", "algbw", "busbw", "#wrong", predicts ? "    model" : "");
-  std::printf("#%11s  %12s  %8s  %6s  %4s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n",
+              "#wrong", "time", "algbw", "busbw", "#wrong", predicts ? "    model" : "",
+              setup_.ceiling ? "     ceil  %ceil  %ceil" : "");
+  std::printf("#%11s  %12s  %8s  %6s  %4s  %*s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s%s\n",
               "(B)", "(elements)", "", "", "", aw, "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-              "(GB/s)", "(GB/s)", "", predicts ? "     (us)" : "");
+              "(GB/s)", "(GB/s)", "", predicts ? "     (us)" : "",
+              setup_.ceiling ? "     (us)  (oop)   (ip)" : "");
 }
 
 void Report::row(const RowResult& r) {
@@ -236,6 +242,16 @@ void Report::row(const RowResult& r) {
   }
   if (!setup_.model.empty())
     std::printf("  %s", r.predictedUs >= 0 ? timeText(r.predictedUs).c_str() : "    N/A");
+  if (setup_.ceiling) {
+    std::printf("  %s", r.ceilingUs >= 0 ? timeText(r.ceilingUs).c_str() : "    N/A");
+    for (int p = 0; p < 2; ++p) {
+      if (r.ceilingUs >= 0 && r.timeUs[p] > 0) {
+        std::printf("  %4.0f%%", 100.0 * r.ceilingUs / r.timeUs[p]);
+      } else {
+        std::printf("  %5s", "N/A");
+      }
+    }
+  }
   std::printf("\n");
   std::fflush(stdout);
   if (json_) std::fflush(json_);
@@ -254,7 +270,7 @@ void Report::writeJson(const RowResult& r, int p, double algbw, double busbw) co
       "\"transport\":\"%s\","
       "\"tool\":\"braid-perf\",\"host\":\"%s\",\"cpu\":\"%s\",\"cpus\":%ld,"
       "\"compiler\":\"%s\",\"build_type\":\"%s\",\"braid_version\":\"%s\",\"git\":\"%s\","
-      "\"launch\":\"%s\",\"predicted_us\":%.3f}\n",
+      "\"launch\":\"%s\",\"predicted_us\":%.3f,\"ceiling_us\":%.3f,\"ceiling_share\":%.4f}\n",
       setup_.bench->name, r.label.c_str(), r.chosen.c_str(), setup_.ranks, setup_.hosts, r.bytes,
       r.count, dataTypeName(o.type), setup_.bench->reduces ? reduceOpName(o.op) : "none",
       setup_.bench->rooted ? o.root : -1,
@@ -262,7 +278,8 @@ void Report::writeJson(const RowResult& r, int p, double algbw, double busbw) co
       o.check > 0 ? "true" : "false", o.iters, o.warmup, o.rounds, jsonEscape(transport_).c_str(),
       jsonEscape(mi.hostname).c_str(), jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline,
       jsonEscape(compilerText()).c_str(), BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION,
-      BRAID_GIT_REVISION, jsonEscape(setup_.launch).c_str(), r.predictedUs);
+      BRAID_GIT_REVISION, jsonEscape(setup_.launch).c_str(), r.predictedUs, r.ceilingUs,
+      r.ceilingUs >= 0 && r.timeUs[p] > 0 ? r.ceilingUs / r.timeUs[p] : -1.0);
 }
 
 void Report::end(double wrongTotal) {

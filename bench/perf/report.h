@@ -34,6 +34,7 @@ struct RunSetup {
   std::vector<std::string> available;  ///< forceable algorithms available on every rank
   std::vector<std::string> running;    ///< the -a list as run ("auto" or names)
   std::string model;                   ///< the selector's model, "" when the bench has none
+  bool ceiling = false;                ///< rows carry a ceiling (one host, several ranks)
   std::string checkText;               ///< what #wrong checks against
 };
 
@@ -45,6 +46,7 @@ struct RowResult {
   std::string label;   ///< the column text: the name, or "auto:<chosen>"
   std::string chosen;  ///< the algorithm that ran
   double predictedUs = -1;
+  double ceilingUs = -1;  ///< the memory-bound ceiling's time (runner.cc); negative: none
   double timeUs[2] = {0, 0};
   double wrong[2] = {0, 0};
 };

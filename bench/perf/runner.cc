@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <sstream>
 
 #include "bench/perf/harness.h"
 #include "bench/perf/options.h"
 #include "bench/perf/report.h"
+#include "core/reduce.h"
 #include "transport/bootstrap/launchers.h"
 #include "transport/bootstrap/local_launch.h"
 
@@ -119,6 +121,7 @@ class RankRunner {
   Status measureSize(size_t count, std::vector<RowResult>* rows);
   Status selectFor(const std::string& algo, size_t bytes, RowResult* row);
   Status measure(size_t count, bool inPlace, Measurement* m);
+  Status probeCeiling(size_t count, double* ceilingUs);
   void fail(const std::string& what, const Status& s) {
     std::fprintf(stderr, "braid-perf rank %d: %s: %s\n", ctx_.rank, what.c_str(),
                  s.toString().c_str());
@@ -229,6 +232,7 @@ RunSetup RankRunner::describe() const {
   s.available = available_;
   s.running = algos_;
   if (bench_.algorithms.predictedUs != nullptr) s.model = comm_->selectorModel();
+  s.ceiling = comm_->numHosts() == 1 && ctx_.ranks > 1 && bench_.ceilingWork != nullptr;
   if (o_.check <= 0) {
     s.checkText = "off (-c 0); #wrong shows N/A";
   } else {
@@ -272,6 +276,51 @@ Status RankRunner::measure(size_t count, bool inPlace, Measurement* m) {
   return Status::ok();
 }
 
+// The ceiling: every rank at once copies, then reduces, the bytes the collective cannot avoid on
+// one host (BenchInfo::ceilingWork), -n times each, with the same kernels and buffers as the
+// collective; the ceiling is the slowest rank's copy time plus the slowest rank's reduce time.
+// It is a floor under any algorithm's time on this machine in this run (memory bandwidth shared
+// by all ranks, cores shared when ranks outnumber them). Negative when not defined (several
+// hosts: the links bound the time, not memory; one rank: nothing moves).
+Status RankRunner::probeCeiling(size_t count, double* ceilingUs) {
+  *ceilingUs = -1;
+  if (comm_->numHosts() != 1 || ctx_.ranks < 2 || bench_.ceilingWork == nullptr) {
+    return Status::ok();
+  }
+  const CeilingWork w = bench_.ceilingWork(ctx_, count);
+  const size_t es = dataTypeSize(o_.type);
+  const size_t copyBytes = static_cast<size_t>(w.copyBytes);
+  const size_t reduceCount = static_cast<size_t>(w.reduceBytes) / es;
+  bench_.initBuffers(ctx_, send_.ptr, recv_.ptr, count, false);
+  double local[2] = {0, 0};
+  for (int phase = 0; phase < 2; ++phase) {
+    for (int i = 0; i < (phase == 0 ? o_.warmup : 0) + 1; ++i) {  // first touch, untimed
+      std::memcpy(recv_.ptr, send_.ptr, copyBytes);
+    }
+    BRAID_RETURN_IF_ERROR(comm_->barrier().withContext("barrier before the ceiling probe"));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) {
+      if (phase == 0) {
+        std::memcpy(recv_.ptr, send_.ptr, copyBytes);
+      } else if (reduceCount > 0) {
+        reduceInto(o_.type, ReduceOp::kSum, recv_.ptr, send_.ptr, reduceCount);
+      }
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    local[phase] = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
+  }
+  std::vector<double> all(2 * static_cast<size_t>(ctx_.ranks));
+  BRAID_RETURN_IF_ERROR(comm_->allGather(local, all.data(), 2, DataType::kFloat64)
+                            .withContext("gathering the ceiling probe"));
+  double copyUs = 0, reduceUs = 0;
+  for (int r = 0; r < ctx_.ranks; ++r) {
+    copyUs = std::max(copyUs, all[2 * r]);
+    reduceUs = std::max(reduceUs, all[2 * r + 1]);
+  }
+  *ceilingUs = copyUs + reduceUs;
+  return Status::ok();
+}
+
 // Forces `algo` (or the automatic choice) and fills the row's names and prediction.
 Status RankRunner::selectFor(const std::string& algo, size_t bytes, RowResult* row) {
   const AlgorithmHooks& h = bench_.algorithms;
@@ -283,7 +332,9 @@ Status RankRunner::selectFor(const std::string& algo, size_t bytes, RowResult* r
       row->label = "auto:" + row->chosen;
     }
   }
-  row->predictedUs = h.predictedUs ? h.predictedUs(*comm_, row->chosen, bytes) : -1;
+  // auto: the selector's own prediction (with the chunk it chose), not the chosen name's default.
+  row->predictedUs =
+      h.predictedUs ? h.predictedUs(*comm_, algo == "auto" ? "" : row->chosen, bytes) : -1;
   return Status::ok();
 }
 
@@ -321,7 +372,13 @@ Status RankRunner::measureSize(size_t count, std::vector<RowResult>* rows) {
       }
     }
   }
+  double ceilingUs = -1;
+  if (Status s = probeCeiling(count, &ceilingUs); !s.isOk()) {
+    fail("probing the ceiling at " + std::to_string(bytes) + " B", s);
+    return s;
+  }
   for (size_t i = 0; i < algos_.size(); ++i) {
+    (*rows)[i].ceilingUs = ceilingUs;
     for (int p = 0; p < 2; ++p) {
       std::vector<Measurement>& v = rounds[p][i];
       std::sort(v.begin(), v.end(),

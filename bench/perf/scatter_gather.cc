@@ -23,9 +23,22 @@ size_t ownBlock(const BenchContext& ctx, size_t count) {
   return static_cast<size_t>(ctx.rank) * blockCount(ctx, count) * ctx.pattern->elemSize();
 }
 
+// The n-1 blocks of the other ranks: reduced into this rank's block (reduce_scatter), or copied
+// into the output (all_gather).
+double otherBlocksBytes(const BenchContext& ctx, size_t count) {
+  return static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize()) * (ctx.ranks - 1);
+}
+CeilingWork reduceScatterCeiling(const BenchContext& ctx, size_t count) {
+  return {0, otherBlocksBytes(ctx, count)};
+}
+CeilingWork allGatherCeiling(const BenchContext& ctx, size_t count) {
+  return {otherBlocksBytes(ctx, count), 0};
+}
+
 BenchInfo describe(const char* name, bool reduces) {
   return {name, "the whole vector: n blocks of count/n elements, one per rank", busBwFactor,
-          "(n-1)/n", reduces, /*rooted=*/false};
+          "(n-1)/n", reduces, /*rooted=*/false, reduces ? reduceScatterCeiling : allGatherCeiling,
+          reduces ? "reduce (n-1)/n S" : "copy (n-1)/n S"};
 }
 
 // --- reduce_scatter -----------------------------------------------------------------------------

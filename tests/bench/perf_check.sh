@@ -24,6 +24,10 @@ run() {  # run NAME COLLECTIVE RANKS ARGS...
   lines=$(grep -c "\"collective\":\"$coll\"" "$json")
   [ "$lines" -eq $((2 * rows)) ] && [ "$rows" -gt 0 ] ||
     { cat "$log"; echo "FAIL: $name: $rows rows but $lines JSON lines for $coll"; exit 1; }
+  # One host, several ranks: every row carries the ceiling measured in the same run.
+  if grep -qE '"ceiling_us":(-1|0\.000),' "$json" || ! grep -q '"ceiling_us"' "$json"; then
+    grep -m3 . "$json"; echo "FAIL: $name: rows without a ceiling"; exit 1
+  fi
   echo "ok: $name --ranks $ranks $* ($rows rows)"
 }
 

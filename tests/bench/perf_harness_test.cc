@@ -87,5 +87,35 @@ TEST(PerfOptions, SweepStepsInWholeElementsWithoutDuplicates) {
   EXPECT_EQ(sweepCounts(o), (std::vector<size_t>{2, 8, 14}));
 }
 
+// The ceiling's traffic per collective, as README's table states it (S = 4096 B, n = 4, root 1).
+TEST(PerfCeiling, TrafficMatchesTheStatedFormulas) {
+  Pattern p(DataType::kFloat32, ReduceOp::kSum, 4);
+  BenchContext ctx;
+  ctx.ranks = 4;
+  ctx.root = 1;
+  ctx.pattern = &p;
+  const size_t count = 1024;  // S = 4096 B
+  auto work = [&](const CollectiveBench& b, int rank) {
+    ctx.rank = rank;
+    return b.ceilingWork(ctx, count);
+  };
+  EXPECT_EQ(work(allReduceBench(), 0).copyBytes, 3072);
+  EXPECT_EQ(work(allReduceBench(), 0).reduceBytes, 3072);
+  EXPECT_EQ(work(reduceScatterBench(), 2).copyBytes, 0);
+  EXPECT_EQ(work(reduceScatterBench(), 2).reduceBytes, 3072);
+  EXPECT_EQ(work(allGatherBench(), 3).copyBytes, 3072);
+  EXPECT_EQ(work(allGatherBench(), 3).reduceBytes, 0);
+  EXPECT_EQ(work(broadcastBench(), 1).copyBytes, 0);  // the root
+  EXPECT_EQ(work(broadcastBench(), 0).copyBytes, 4096);
+  EXPECT_EQ(work(reduceBench(), 1).copyBytes, 3072);  // the root gathers the slices
+  EXPECT_EQ(work(reduceBench(), 2).copyBytes, 0);
+  EXPECT_EQ(work(reduceBench(), 2).reduceBytes, 3072);
+  EXPECT_EQ(work(allToAllBench(), 0).copyBytes, 3072);
+  for (const CollectiveBench* b : {&allReduceBench(), &reduceScatterBench(), &allGatherBench(),
+                                   &broadcastBench(), &reduceBench(), &allToAllBench()}) {
+    EXPECT_STRNE(b->ceilingFormula, "") << b->name;
+  }
+}
+
 }  // namespace
 }  // namespace braid::perf
