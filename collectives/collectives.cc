@@ -199,32 +199,58 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
             }};
 }
 
-Status Communicator::Impl::measureCallOverhead() {
+Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
+  if (checks != nullptr) checks->clear();
   if (size_ <= 1 || selector_->costModel().model().source == "default") return Status::ok();
   // 8 bytes: the model's transfer terms are then almost only its hand-offs and α, so what
   // remains of a real call is the fixed work around them. 16 untimed calls bring the ranks in
   // step (the first ones after creation wait for the slowest rank's set-up).
   constexpr int kWarm = 16, kTimed = 48;
   double in[1] = {1}, out[1] = {0};
-  BRAID_ASSIGN_OR_RETURN(Op op, allReduceOp(in, out, 1, DataType::kFloat64, ReduceOp::kSum));
-  std::vector<double> us;
-  us.reserve(kTimed);
-  for (int i = 0; i < kWarm + kTimed; ++i) {
-    const uint64_t t0 = nowNs();
-    BRAID_RETURN_IF_ERROR(run(op.fp, true, op.body));
-    if (i >= kWarm) us.push_back(static_cast<double>(nowNs() - t0) / 1000);
-  }
+  const Fingerprint fp = makeFp(Collective::kAllReduce, 1, DataType::kFloat64, ReduceOp::kSum, -1);
   // The 10th percentile, as for the segment hand-off (calibration.cc): with ranks outnumbering
   // cores the calls come in two modes, in step with the scheduler or not, and a stream of
   // collectives runs in step; the calls right after creation are often out of step.
-  std::sort(us.begin(), us.end());
-  const double typical = us[us.size() / 10];
+  auto typicalUs = [&](const Choice& choice, double* typical) -> Status {
+    auto body = [&](const detail::CollArgs& a) { return runChoice(choice, a, in, out, 1, -1); };
+    std::vector<double> us;
+    us.reserve(kTimed);
+    for (int i = 0; i < kWarm + kTimed; ++i) {
+      const uint64_t t0 = nowNs();
+      BRAID_RETURN_IF_ERROR(run(fp, true, body));
+      if (i >= kWarm) us.push_back(static_cast<double>(nowNs() - t0) / 1000);
+    }
+    std::sort(us.begin(), us.end());
+    *typical = us[us.size() / 10];
+    return Status::ok();
+  };
   const detail::Decision d = selector_->decide(detail::SelCollective::kAllReduce, sizeof(double));
   const double model = d.predictedUs >= 0 ? d.predictedUs : 0;
-  double over[1] = {std::max(0.0, typical - model)};
-  BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 1, DataType::kFloat64, ReduceOp::kMax));
+  double typical = 0;
+  BRAID_RETURN_IF_ERROR(typicalUs(Choice{d.row, d.chunkBytes}, &typical));
+  // The runner-up exercises the other path (the links' α when the choice is the segment's).
+  const detail::Algorithm* second = nullptr;
+  double secondModel = -1, secondTypical = 0;
+  if (checks != nullptr) {
+    for (const auto& [row, t] : selector_->candidates(detail::SelCollective::kAllReduce, 8)) {
+      if (row != d.row && (second == nullptr || t < secondModel)) {
+        second = row;
+        secondModel = t;
+      }
+    }
+    if (second != nullptr) {
+      BRAID_RETURN_IF_ERROR(typicalUs(
+          Choice{second, selector_->costModel().bestChunk(*second, 8)}, &secondTypical));
+    }
+  }
+  double over[3] = {std::max(0.0, typical - model), typical, secondTypical};
+  BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 3, DataType::kFloat64, ReduceOp::kMax));
   BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree.body));
   selector_->setCallUs(over[0]);
+  if (checks != nullptr) {
+    checks->push_back({d.algorithm, over[1], model});
+    if (second != nullptr) checks->push_back({second->name, over[2], secondModel});
+  }
   BRAID_INFO(
       "selector: a collective call costs %.2f us beyond the model's transfer terms "
       "(8-byte all-reduce, %s: 10th percentile %.2f us, predicted %.2f us)",

@@ -17,6 +17,7 @@
 #include "braid/comm.hpp"
 #include "collectives/algorithms.h"
 #include "collectives/p2p.h"
+#include "collectives/selector/calibration.h"
 #include "collectives/selector/selector.h"
 #include "collectives/shm_segment.h"
 #include "braid/store.h"
@@ -64,8 +65,16 @@ class Communicator::Impl {
   bool hasSegment() const { return segment_ != nullptr; }
   /// Times real 8-byte all-reduces and gives the selector's model the per-call cost its other
   /// terms leave out (FabricModel::callUs, the largest any rank saw, so all ranks agree). Run
-  /// once, collectively, when the communicator is created; skipped with BRAID_CALIBRATION=off.
-  Status measureCallOverhead();
+  /// collectively when the communicator is created; skipped with BRAID_CALIBRATION=off.
+  /// With `checks`, it also times the runner-up at 8 bytes, and reports for both the slowest
+  /// rank's typical call beside the model's prediction before the correction (identical on every
+  /// rank; empty when skipped): what setUpSelector holds the model against.
+  struct CallCheck {
+    std::string algorithm;
+    double measuredUs = 0;
+    double predictedUs = 0;
+  };
+  Status measureCallOverhead(std::vector<CallCheck>* checks = nullptr);
 
   /// Records the first error, raises the host-wide abort word and publishes it in the store.
   void recordFailure(const Status& s, bool notifyPeers);
@@ -103,8 +112,12 @@ class Communicator::Impl {
  private:
   Status connectAll(Deadline deadline);
   Status parseAlgoOverrides(const std::string& spec);
-  /// Calibrates the fabric (or reads the cache), agrees on the model and builds selector_.
+  /// Calibrates the fabric (or reads the cache), agrees on the model and builds selector_, then
+  /// checks the model against live 8-byte all-reduces (calibration.h, step 4).
   Status setUpSelector(const std::string& transportName, Deadline deadline);
+  /// One calibration: the probe (forced, under `keyPrefix`) or the cache, and selector_ built.
+  Status buildSelector(const std::string& transportName, Deadline deadline, bool forceProbe,
+                       const std::string& keyPrefix, detail::PendingCache* pending);
   Status execute(const detail::Fingerprint& fp, bool collective,
                  const std::function<Status(const detail::CollArgs&)>& body);
   /// recordFailure, then abort frames to every peer.

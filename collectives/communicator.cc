@@ -306,7 +306,6 @@ Status Communicator::Impl::init(CommOptions options) {
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
-  BRAID_RETURN_IF_ERROR(measureCallOverhead().withContext("timing the collective call"));
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
              rank_, size_, hostOf_[rank_], numHosts_, localRank_, localRanks_.size(),
              transportName.c_str());
@@ -390,7 +389,9 @@ Status Communicator::Impl::parseAlgoOverrides(const std::string& spec) {
 }
 
 // The probe hook: calibrate (or read the cache), agree on rank 0's model, build the selector.
-Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
+Status Communicator::Impl::buildSelector(const std::string& transportName, Deadline deadline,
+                                         bool forceProbe, const std::string& keyPrefix,
+                                         detail::PendingCache* pending) {
   detail::Placement placement;
   placement.hostOf = hostOf_;
   // Decided from what every rank knows alike (a rank alone on its host has no segment itself).
@@ -404,17 +405,18 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   ctx.rank = rank_;
   ctx.hostOf = hostOf_;
   ctx.store = store_.get();
-  ctx.prefix = prefix_;
+  ctx.prefix = keyPrefix;
   ctx.segment = segment_.get();
   ctx.transport = transportName;
   ctx.segmentPlacement = placement.segment;
   ctx.host = localHostView();
+  ctx.forceProbe = forceProbe;
   ctx.deadline = deadline;
   // The probe's own engine: its waits end within a few seconds whatever BRAID_TIMEOUT_MS says.
   detail::P2p probeNet(rank_, size_, &links_, std::min<int64_t>(timeoutMs_, 10000),
                        [this] { return checkAbort(); });
   ctx.p2p = &probeNet;
-  BRAID_ASSIGN_OR_RETURN(detail::FabricModel model, detail::calibrateFabric(ctx));
+  BRAID_ASSIGN_OR_RETURN(detail::FabricModel model, detail::calibrateFabric(ctx, pending));
 
   std::vector<detail::TuningRule> rules;
   const std::string file = paramString("BRAID_TUNING_FILE");
@@ -423,6 +425,10 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   }
   selector_ = std::make_unique<detail::Selector>(model, placement, algoOverrides_, std::move(rules),
                                                  paramBool("BRAID_EXPLAIN"));
+  {
+    std::lock_guard<std::mutex> lock(decisionMu_);
+    decisionCache_.clear();  // choices of an earlier model (a re-probe)
+  }
   // A forced algorithm that cannot run here is an error, not a silent fallback.
   for (int c = 0; c < detail::kSelectableCollectives; ++c) {
     const auto coll = static_cast<detail::SelCollective>(c);
@@ -436,6 +442,77 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
     }
   }
   BRAID_INFO("selector: %s", model.describe().c_str());
+  return Status::ok();
+}
+
+namespace {
+
+// How far a model's 8-byte predictions may stray from the live calls before it is re-probed. A
+// fresh model on the 2-core VM predicts them within 0.7-1.4x (2-8 ranks, shm and tcp, the call
+// overhead included); the poisoned caches seen there were 18x and 38x too slow. A cached model
+// may also be stale the other way (the fabric got slower): 8x, as the call overhead (up to 3x
+// the transfer terms over tcp with ranks outnumbering cores) is measured anew by every job.
+constexpr double kTooSlowFactor = 4;
+constexpr double kTooFastFactor = 8;
+
+// Why the model is implausible against the live calls, or "" when it is not.
+std::string implausible(const std::string& source,
+                        const std::vector<Communicator::Impl::CallCheck>& checks) {
+  char buf[200];
+  for (const Communicator::Impl::CallCheck& c : checks) {
+    if (c.measuredUs <= 0 || c.predictedUs <= 0) continue;
+    if (c.predictedUs > kTooSlowFactor * c.measuredUs) {
+      std::snprintf(buf, sizeof(buf), "predicts %.2f us for an 8-byte %s all-reduce, %.0fx the %.2f us it takes",
+                    c.predictedUs, c.algorithm.c_str(), c.predictedUs / c.measuredUs, c.measuredUs);
+      return buf;
+    }
+    if (source == "cache" && c.measuredUs > kTooFastFactor * c.predictedUs) {
+      std::snprintf(buf, sizeof(buf), "predicts %.2f us for an 8-byte %s all-reduce, 1/%.0f of the %.2f us it takes",
+                    c.predictedUs, c.algorithm.c_str(), c.measuredUs / c.predictedUs, c.measuredUs);
+      return buf;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
+  detail::PendingCache pending;
+  BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, false, prefix_, &pending));
+  std::vector<CallCheck> checks;
+  BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks).withContext("timing the collective call"));
+  std::string source = selector_->costModel().model().source;
+  std::string why = implausible(source, checks);
+  if (!why.empty()) {
+    // Every rank holds the same measured and predicted times, so all re-probe together.
+    const uint64_t t0 = nowNs();
+    if (rank_ == 0) {
+      BRAID_WARN("calibration: the %s model %s; re-probing",
+                 source == "cache" ? "cached" : "probed", why.c_str());
+    }
+    pending = detail::PendingCache{};
+    BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, true, prefix_ + "reprobe/",
+                                        &pending));
+    BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks)
+                              .withContext("timing the collective call after re-probing"));
+    source = selector_->costModel().model().source;
+    why = implausible(source, checks);
+    if (rank_ == 0) {
+      BRAID_WARN("calibration: re-probed in %.0f ms; %s", static_cast<double>(nowNs() - t0) / 1e6,
+                 why.empty() ? "the new model agrees with the live calls"
+                             : ("still implausible (" + why + "): used by this job, not cached")
+                                   .c_str());
+    }
+  }
+  // Only a model that agrees with the live calls is cached (rank 0 alone writes); the call
+  // overhead is measured by every job anew (measureCallOverhead), never cached.
+  if (why.empty() && !pending.path.empty()) {
+    detail::FabricModel m = selector_->costModel().model();
+    m.callUs = 0;
+    Status w = detail::writeCachedModel(pending.path, pending.fingerprint, m);
+    if (!w.isOk()) BRAID_WARN("calibration cache not written: %s", w.toString().c_str());
+  }
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 //   braid-info topo [--source auto|sysfs|hwloc|file] [--write FILE]
 //   braid-info params
 //   braid-info launch
+//   braid-info model
 //   braid-info nccl ...            (when built with tools/info_nccl.cc)
 //   braid-info --help
 // Exits 0 on success, 1 when detection or writing failed (launch: no launcher, malformed or
@@ -12,6 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <ctime>
+
+#include "collectives/selector/calibration.h"
 #include "core/params.h"
 #include "topology/detect.h"
 #include "topology/topology_file.h"
@@ -34,6 +41,11 @@ void usage(FILE* out) {
           "      BRAID_TOPO_FILE when set, else hwloc (when built with it) completed by sysfs.\n"
           "      --write FILE also writes it as a topology file (docs/topology-file.md), which\n"
           "      BRAID_TOPO_FILE=FILE injects later.\n"
+          "  model\n"
+          "      Print the calibration cache (BRAID_CALIBRATION_CACHE, else ~/.cache/braid): per\n"
+          "      fabric, its fingerprint (hosts, ranks per host, transport, NICs, cores), the\n"
+          "      model a job on that fabric starts from, and its age. Each job holds the model\n"
+          "      against its live calls and re-probes one that strays 4x (docs/tuning-file.md).\n"
           "  params\n"
           "      Print every BRAID_* parameter: name, type, default, the value in effect and\n"
           "      where it came from (env or default), and what it does.\n"
@@ -212,6 +224,63 @@ int runLaunch(int argc, char** argv) {
   return 0;
 }
 
+std::string ageText(double seconds) {
+  char buf[48];
+  if (seconds < 120) {
+    std::snprintf(buf, sizeof(buf), "%.0f s", seconds);
+  } else if (seconds < 7200) {
+    std::snprintf(buf, sizeof(buf), "%.0f min", seconds / 60);
+  } else if (seconds < 172800) {
+    std::snprintf(buf, sizeof(buf), "%.1f h", seconds / 3600);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f days", seconds / 86400);
+  }
+  return buf;
+}
+
+int runModel(int argc, char** /*argv*/) {
+  if (argc > 0) {
+    fprintf(stderr, "braid-info model: takes no options (see braid-info --help)\n");
+    return 2;
+  }
+  const std::string dir = braid::detail::cacheDirectory();
+  if (dir.empty()) {
+    printf("calibration cache: off (BRAID_CALIBRATION_CACHE=%s): every job probes\n",
+           braid::paramString("BRAID_CALIBRATION_CACHE").c_str());
+    return 0;
+  }
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("fabric-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt") {
+        files.push_back(dir + "/" + n);
+      }
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  printf("calibration cache: %s (%zu fabric(s))\n", dir.c_str(), files.size());
+  if (files.empty()) printf("  empty: the next job on any fabric probes it\n");
+  for (const std::string& path : files) {
+    struct stat st {};
+    const double age = stat(path.c_str(), &st) == 0
+                           ? std::difftime(std::time(nullptr), st.st_mtime)
+                           : -1;
+    const std::string fp = braid::detail::cachedFingerprint(path);
+    printf("%s\n  fingerprint: %s\n  age: %s\n", path.c_str(), fp.empty() ? "(none)" : fp.c_str(),
+           age >= 0 ? ageText(age).c_str() : "?");
+    auto m = braid::detail::readCachedModel(path, fp);
+    if (m.isOk()) {
+      printf("  model: %s\n", m->describe().c_str());
+    } else {
+      printf("  unusable: %s (the next job on this fabric probes it anew)\n",
+             m.status().message().c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,6 +295,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "topo") return runTopo(argc - 2, argv + 2);
   if (cmd == "params") return runParams(argc - 2, argv + 2);
+  if (cmd == "model") return runModel(argc - 2, argv + 2);
   if (cmd == "launch") return runLaunch(argc - 2, argv + 2);
   if (cmd == "nccl") {
 #if BRAID_HAVE_INFO_NCCL

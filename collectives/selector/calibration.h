@@ -14,6 +14,10 @@
 //      its numbers; rank 0 times the reduction kernel (γ) and memcpy locally, assembles the
 //      model, writes the cache and publishes "model ...".
 //   3. Every rank reads rank 0's model: the selection is identical everywhere.
+//   4. The communicator then times 8-byte all-reduces with the selected algorithm
+//      (measureCallOverhead); a cached model that predicts them 4x too slow or too fast, or a
+//      fresh probe that predicts them 4x too slow, is re-probed once (forceProbe, under a store
+//      prefix of its own), and only a model that passes is cached.
 // The whole probe stays well under 200 ms on a 1 Gbit/s link (about 50 ms of transfers there).
 #pragma once
 
@@ -48,9 +52,13 @@ struct HostView {
 /// Text that identifies a fabric for the cache: hosts, ranks per host, transport, NICs, cores.
 std::string fabricFingerprint(const Placement& placement, const std::string& transport,
                               const std::string& hostSummary);
-/// The cache file for a fingerprint: DIR/fabric-<hash>.txt where DIR is BRAID_CALIBRATION_CACHE,
-/// else $XDG_CACHE_HOME/braid, else $HOME/.cache/braid; "" when the cache is off.
+/// The cache directory: BRAID_CALIBRATION_CACHE, else $XDG_CACHE_HOME/braid, else
+/// $HOME/.cache/braid; "" when the cache is off.
+std::string cacheDirectory();
+/// The cache file for a fingerprint: cacheDirectory()/fabric-<hash>.txt; "" when the cache is off.
 std::string cachePathFor(const std::string& fingerprint);
+/// The fingerprint line of a cache file ("" when it has none).
+std::string cachedFingerprint(const std::string& path);
 /// Reads a cached model; kInvalidArgument when absent, stale (another fingerprint) or malformed.
 Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint);
 /// Writes atomically (temporary file + rename), creating the directory.
@@ -72,10 +80,19 @@ struct ProbeContext {
   std::string transport;          ///< "auto", "shm" or "tcp"
   bool segmentPlacement = false;
   HostView host;                  ///< this host, as the communicator assembled it
+  bool forceProbe = false;        ///< probe even when the cache holds this fabric (a re-probe)
   Deadline deadline = Deadline::never();
 };
 
-/// Runs the protocol above; returns the model every rank agrees on.
-Result<FabricModel> calibrateFabric(const ProbeContext& ctx);
+/// A probe's model waiting for the communicator's check against live collectives before it is
+/// cached (rank 0 only; empty path: nothing to write).
+struct PendingCache {
+  std::string path;
+  std::string fingerprint;
+};
+
+/// Runs the protocol above; returns the model every rank agrees on. With `pending`, rank 0 does
+/// not write the cache after a probe but says where the model would go.
+Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pending = nullptr);
 
 }  // namespace braid::detail
