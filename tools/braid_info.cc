@@ -3,6 +3,7 @@
 //   braid-info params
 //   braid-info launch
 //   braid-info model
+//   braid-info algorithms [--hosts H] [--ranks-per-host R] [--transport auto|shm|tcp]
 //   braid-info nccl ...            (when built with tools/info_nccl.cc)
 //   braid-info --help
 // Exits 0 on success, 1 when detection or writing failed (launch: no launcher, malformed or
@@ -18,6 +19,7 @@
 
 #include <ctime>
 
+#include "collectives/algorithms.h"
 #include "collectives/selector/calibration.h"
 #include "core/params.h"
 #include "topology/detect.h"
@@ -41,6 +43,11 @@ void usage(FILE* out) {
           "      BRAID_TOPO_FILE when set, else hwloc (when built with it) completed by sysfs.\n"
           "      --write FILE also writes it as a topology file (docs/topology-file.md), which\n"
           "      BRAID_TOPO_FILE=FILE injects later.\n"
+          "  algorithms [--hosts H] [--ranks-per-host R] [--transport auto|shm|tcp]\n"
+          "      Print braid's algorithm table: per collective, each algorithm's name and\n"
+          "      aliases (what BRAID_ALGO, tuning files and braid-perf -a accept), whether the\n"
+          "      selector searches its pipelining chunk, and whether it runs on H hosts of R\n"
+          "      ranks each (default 1 x 2; tcp: no shared segment), and why not.\n"
           "  model\n"
           "      Print the calibration cache (BRAID_CALIBRATION_CACHE, else ~/.cache/braid): per\n"
           "      fabric, its fingerprint (hosts, ranks per host, transport, NICs, cores), the\n"
@@ -224,6 +231,54 @@ int runLaunch(int argc, char** argv) {
   return 0;
 }
 
+int runAlgorithms(int argc, char** argv) {
+  braid::detail::AlgoLayout layout;
+  int hosts = 1, perHost = 2;
+  std::string transport = "auto";
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool hasValue = i + 1 < argc;
+    if ((a == "--hosts" || a == "--ranks-per-host") && hasValue) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 1 << 20) {
+        fprintf(stderr, "braid-info algorithms: %s needs a positive integer, got '%s'\n", a.c_str(),
+                argv[i]);
+        return 2;
+      }
+      (a == "--hosts" ? hosts : perHost) = static_cast<int>(v);
+    } else if (a == "--transport" && hasValue) {
+      transport = argv[++i];
+      if (transport != "auto" && transport != "shm" && transport != "tcp") {
+        fprintf(stderr, "braid-info algorithms: --transport must be auto, shm or tcp\n");
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "braid-info algorithms: unknown argument '%s' (see braid-info --help)\n",
+              a.c_str());
+      return 2;
+    }
+  }
+  layout.hosts = hosts;
+  layout.ranks = hosts * perHost;
+  layout.minLocal = layout.maxLocal = perHost;
+  layout.segment = transport != "tcp" && perHost > 1;
+  printf("algorithm table: %d host(s) x %d rank(s), transport %s (shared segment: %s)\n", hosts,
+         perHost, transport.c_str(), layout.segment ? "yes" : "no");
+  printf("%-15s %-20s %-17s %-13s %s\n", "collective", "algorithm", "aliases", "chunk search",
+         "here");
+  for (const braid::detail::Algorithm& row : braid::detail::algorithmTable()) {
+    const char* why = row.unavailable(layout);
+    char chunk[32] = "no";
+    if (row.chunkSearchFrom > 0) {
+      std::snprintf(chunk, sizeof(chunk), "from %zu KiB", row.chunkSearchFrom >> 10);
+    }
+    printf("%-15s %-20s %-17s %-13s %s\n", braid::collectiveName(row.collective), row.name,
+           *row.aliases ? row.aliases : "-", chunk, *why ? why : "available");
+  }
+  return 0;
+}
+
 std::string ageText(double seconds) {
   char buf[48];
   if (seconds < 120) {
@@ -296,6 +351,7 @@ int main(int argc, char** argv) {
   if (cmd == "topo") return runTopo(argc - 2, argv + 2);
   if (cmd == "params") return runParams(argc - 2, argv + 2);
   if (cmd == "model") return runModel(argc - 2, argv + 2);
+  if (cmd == "algorithms") return runAlgorithms(argc - 2, argv + 2);
   if (cmd == "launch") return runLaunch(argc - 2, argv + 2);
   if (cmd == "nccl") {
 #if BRAID_HAVE_INFO_NCCL
