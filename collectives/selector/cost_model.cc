@@ -313,32 +313,40 @@ CostModel::Step CostModel::makeStep(const Messages& reduced, const Messages& cop
   return st;
 }
 
-// c chunks; the first chunk crosses every level (inter-host if any of its edges crosses hosts),
-// every further chunk one more edge of the slowest level. Waiting ranks poll (spin, then yield),
-// so a level whose active ranks outnumber the cores pays the shared cores.
+// The schedule cuts the vector into c chunks of `chunk` bytes, the last one shorter (reduce/
+// tree.cc, broadcast/tree.cc); the first chunk crosses every level (inter-host if any of its
+// edges crosses hosts), every further chunk one more edge of the slowest level. (Priced as c equal
+// chunks of S/c, a vector just over one chunk came out cheaper than one of exactly a chunk: two
+// half-size chunks where the schedule sends a full one and a sliver.) Waiting ranks poll (spin,
+// then yield), so a level whose active ranks outnumber the cores pays the shared cores.
 double CostModel::pipelinedTreeUs(const std::vector<Step>& levels, bool reduce, size_t bytes,
                                   size_t chunk) const {
   const int p = placement_.size();
   if (p <= 1) return 0;
-  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / chunk));
-  const double cb = bytes / c;
+  const size_t c = bytes <= chunk ? 1 : (bytes + chunk - 1) / chunk;
+  const double full = static_cast<double>(std::min(bytes, chunk));
+  const double last = static_cast<double>(bytes - (c - 1) * std::min(bytes, chunk));
   const double miss = outOfCache(static_cast<double>(bytes));
   const double mem = memoryFactor(static_cast<double>(bytes));
-  double first = 0, slowest = 0;
-  for (const Step& level : levels) {
+  auto edge = [&](const Step& level, double cb) {
     const bool inter = level.inter;
     const LinkCost& l = inter ? model_.inter : model_.intra;
     const double cpu = cpuShare(level.active);
     // The wire of an inter-host edge is not slowed by shared cores; a copy through memory is.
-    const double edge = stepAlpha(l.oneWay(), cpu) +
-                        cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
-                        (reduce ? cpu * cb * model_.gammaUsPerByte * mem : 0);
-    first += edge;
-    slowest = std::max(slowest, edge);
+    return stepAlpha(l.oneWay(), cpu) + cb * l.beta(false, cb, miss) * (inter ? 1 : cpu) +
+           (reduce ? cpu * cb * model_.gammaUsPerByte * mem : 0);
+  };
+  double first = 0, slowestFull = 0, slowestLast = 0;
+  for (const Step& level : levels) {
+    const double e = edge(level, full);
+    first += e;
+    slowestFull = std::max(slowestFull, e);
+    slowestLast = std::max(slowestLast, edge(level, last));
   }
   // The sends of one node to its children overlap (separate connections, all posted at once), so
   // a further chunk costs one edge, not one per child (measured: 4 ranks on shm).
-  return first + (c - 1) * slowest;
+  if (c == 1) return first;
+  return first + static_cast<double>(c - 2) * slowestFull + slowestLast;
 }
 
 std::string CostModel::unavailableWhy(const Algorithm& algo) const {

@@ -180,7 +180,8 @@ class CostModel {
   /// The step of messages `reduced` (their receivers reduce them) and `copied`.
   Step makeStep(const Messages& reduced, const Messages& copied = {}) const;
   /// A binomial-style pipelined tree over `levels` (level k: the edges between depth k and
-  /// k + 1; Step::inter and Step::active): c chunks; the first chunk crosses every level, every
+  /// k + 1; Step::inter and Step::active): c = ⌈bytes/chunk⌉ chunks of `chunk` bytes, the last
+  /// one shorter, as the tree schedules cut them; the first chunk crosses every level, every
   /// further chunk one more edge of the slowest level. `reduce`: γ on every edge.
   double pipelinedTreeUs(const std::vector<Step>& levels, bool reduce, size_t bytes,
                          size_t chunk) const;
