@@ -34,7 +34,8 @@
 // Cost (S bytes, L ranks per host, α_sync one segment hand-off, B_copy memory copy bandwidth,
 //   β_host the inverse bandwidth of one host's link, which the k owners of a host share):
 //   intra (A + C): 2·α_sync + 2·S/B_copy + (L−1)/k·S·γ, no link traffic;
-//   inter: 2(H−1)·α_net (ring; 2·α_net per piece direct) + 2·(H−1)/H·S·β_host + (H−1)/H·S/k·γ;
+//   inter: 2(H−1)·α_net (ring; the same per piece direct: H−1 messages out and in, twice)
+//     + 2·(H−1)/H·S·β_host + (H−1)/H·S/k·γ;
 //     two hosts, small shards: α_net + S·β_host + S/k·γ (one exchange);
 //   pipelined over c pieces the intra-host term overlaps the link: ≈ max(intra, inter) + intra/c.
 //   leader: 2·α_sync + 2·S/B_copy + (L−1)·S·γ + 2(H−1)·α_net + 2·(H−1)/H·S·β_host + (H−1)/H·S·γ.
@@ -416,8 +417,9 @@ double flatInterUs(const CostModel& m, size_t bytes, int hosts, double share, do
 // shard among the k owner groups (sharing each host's link), intra all-gather; the leader
 // variant uses one shard. Pieces are a quarter segment slot or the chunk, whichever is smaller;
 // one piece runs its steps in turn, several overlap one piece's intra-host steps with another's
-// transfer (fill, then the slower stage per further piece). Several pieces send each part
-// straight to its host (2 steps of the H−1 parts), one piece uses flatInterUs's rule.
+// transfer (fill, then the slower stage per further piece; the last piece is the remainder).
+// Several pieces send each part straight to its host (2 steps of H−1 messages each, α per
+// message pair), one piece uses flatInterUs's rule.
 double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, size_t chunk) {
   const FabricModel& f = m.model();
   const int L = m.maxLocal();
@@ -425,32 +427,41 @@ double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, si
   const bool seg = m.placement().segment && L > 1;
   const size_t quarter = std::max<size_t>(m.placement().segmentHalfBytes / 2, 4096);
   const size_t piece = std::min(quarter, std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
-  const double c = std::max<double>(1, std::ceil(static_cast<double>(bytes) / piece));
-  const double n = static_cast<double>(bytes) / c;
+  // The schedule's pieces: c of `piece` bytes, the last one shorter.
+  const size_t c = bytes <= piece ? 1 : (bytes + piece - 1) / piece;
   const double cpu = m.cpuShare(L);
   const double miss = m.outOfCache(static_cast<double>(bytes));
-  double intra = 0;
-  if (L > 1) {
+  auto intraUs = [&](double n) {
+    if (L <= 1) return 0.0;
     if (seg) {
       // As in the shm algorithm; a rank owning no shard (L > k) copies all in and all out.
       const double copies = L > k ? 2.0 : 2.0 - 1.0 / k;
-      intra = 2 * f.syncUs +
-              m.memoryFactor(static_cast<double>(bytes)) *
-                  (copies * n * f.copyUsPerByte + cpu * (L - 1) * n / k * f.gammaUsPerByte);
-    } else {
-      intra = cpu * (2 * f.intra.alphaUs + 2 * (L - 1) * n / k * f.intra.betaUsPerByte +
-                     (L - 1) * n / k * f.gammaUsPerByte);
+      return 2 * f.syncUs +
+             m.memoryFactor(static_cast<double>(bytes)) *
+                 (copies * n * f.copyUsPerByte + cpu * (L - 1) * n / k * f.gammaUsPerByte);
     }
+    return cpu * (2 * f.intra.alphaUs + 2 * (L - 1) * n / k * f.intra.betaUsPerByte +
+                  (L - 1) * n / k * f.gammaUsPerByte);
+  };
+  if (c == 1) {
+    return intraUs(static_cast<double>(bytes)) +
+           flatInterUs(m, bytes / static_cast<size_t>(k), m.hosts(), k, miss);
   }
-  if (c == 1) return intra + flatInterUs(m, bytes / static_cast<size_t>(k), m.hosts(), k, miss);
-  double inter = 0;
-  if (m.hosts() > 1) {
+  // Direct: each owner sends H−1 parts and receives H−1 (B1), then again (B2); like every
+  // schedule here, a rank pays α per send/receive pair it handles (the double binary tree's
+  // rounds), not once per step.
+  auto interUs = [&](double n) {
+    if (m.hosts() <= 1) return 0.0;
     const double H = m.hosts(), shard = n / k;
-    inter = 2 * m.stepAlpha(f.inter.alphaUs, m.cpuShare(k)) +
-            2 * (H - 1) / H * shard * f.inter.beta(true, shard / H, miss) * k +
-            (H - 1) / H * shard * f.gammaUsPerByte * m.cpuShare(k);
-  }
-  return intra + inter + (c - 1) * std::max(intra, inter);
+    return 2 * (H - 1) * m.stepAlpha(f.inter.alphaUs, m.cpuShare(k)) +
+           2 * (H - 1) / H * shard * f.inter.beta(true, shard / H, miss) * k +
+           (H - 1) / H * shard * f.gammaUsPerByte * m.cpuShare(k);
+  };
+  const double full = static_cast<double>(piece);
+  const double last = static_cast<double>(bytes - (c - 1) * piece);
+  return intraUs(full) + interUs(full) +
+         static_cast<double>(c - 2) * std::max(intraUs(full), interUs(full)) +
+         std::max(intraUs(last), interUs(last));
 }
 
 namespace allreduce_hierarchical {
