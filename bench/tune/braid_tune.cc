@@ -12,6 +12,9 @@
 // Output: per size, the measured time of every algorithm, the model's prediction, the measured
 // best and the model's pick; per algorithm, the model's median absolute error and the scale
 // factor (median measured/predicted) that would fit it; then the rules written.
+//
+// `braid-tune simulate ...` measures nothing: it prints what braid would choose on a described
+// fabric (simulate.h; braid-tune simulate --help).
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "bench/perf/harness.h"
+#include "bench/tune/simulate.h"
 #include "collectives/selector/rules.h"
 
 namespace {
@@ -214,6 +218,8 @@ int analyze(const std::string& jsonPath, const std::string& outPath, double marg
 void usage() {
   std::printf(
       "Usage: braid-tune [--ranks N] [-o FILE] [--json FILE] [--margin PCT] [braid-perf options]\n"
+      "       braid-tune simulate --hosts N [...]   (what braid would choose on a described\n"
+      "                                             fabric, without running; simulate --help)\n"
       "Calibrates the fabric, measures every all-reduce algorithm and auto over -b..-e (braid-perf\n"
       "-a all), prints model vs measurement, and writes a tuning file (docs/tuning-file.md).\n"
       "  -o, --output FILE   tuning file to write (default braid-tuning.txt)\n"
@@ -226,6 +232,9 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "simulate") == 0) {
+    return braid::tune::simulateMain(argc - 1, argv + 1);
+  }
   if (launchedAsRank() && getenv("BRAID_PERF_LAUNCHER") != nullptr) {
     // A rank started by our own --ranks launcher: its arguments are already braid-perf's.
     return braid::perf::benchMain(braid::perf::allReduceBench(), argc, argv);
