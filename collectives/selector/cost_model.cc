@@ -102,20 +102,25 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
 std::string FabricModel::describe() const {
   auto gbps = [](double beta) { return beta > 0 ? 1e-3 / beta : 0.0; };
   auto link = [&](const LinkCost& l) {
+    // The β in effect at each size (an unmeasured one falls back as LinkCost::beta does).
+    auto mid = [](double raw, double big) { return raw > 0 ? raw : big; };
+    const double oneMid = mid(l.betaMidUsPerByte, l.betaUsPerByte);
+    const double symMid = mid(l.betaSymMidUsPerByte, l.sym());
     char b[256];
     std::snprintf(b, sizeof(b),
                   "α %.2f us (one way %.2f) β %.3f GB/s (16 KiB %.3f, 8 KiB %.3f; exchange %.3f, "
                   "16 KiB %.3f, 8 KiB %.3f; out of cache %.3f)",
-                  l.alphaUs, l.oneWay(), gbps(l.betaUsPerByte), gbps(l.betaMidUsPerByte),
-                  gbps(l.betaSmallUsPerByte), gbps(l.sym()), gbps(l.betaSymMidUsPerByte),
-                  gbps(l.betaSymSmallUsPerByte), gbps(l.symLarge()));
+                  l.alphaUs, l.oneWay(), gbps(l.betaUsPerByte), gbps(oneMid),
+                  gbps(mid(l.betaSmallUsPerByte, oneMid)), gbps(l.sym()), gbps(symMid),
+                  gbps(mid(l.betaSymSmallUsPerByte, symMid)), gbps(l.symLarge()));
     return std::string(b);
   };
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f); sync %.2f us; call %.2f us; "
                 "%d cores/host; LLC %.0f MiB; from %s",
-                gbps(gammaUsPerByte), gbps(copyUsPerByte), gbps(copySmallUsPerByte), syncUs, callUs,
+                gbps(gammaUsPerByte), gbps(copyUsPerByte),
+                gbps(copySmallUsPerByte > 0 ? copySmallUsPerByte : copyUsPerByte), syncUs, callUs,
                 coresPerHost, llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
