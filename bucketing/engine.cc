@@ -30,6 +30,7 @@
 #include "bucketing/bucketer_impl.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/trace.h"
 
 namespace braid {
 
@@ -323,6 +324,17 @@ void Bucketer::Impl::runStep(uint64_t step) {
       m.bytes += b.bytes;
       m.wireBytes += b.wireBytes;
       m.buckets.push_back(bm);
+      // BRAID_TRACE_FILE: the bucket from its last gradient's readiness (this rank's arrival:
+      // the engine may launch it later, behind earlier buckets) to its completion.
+      if (detail::Tracer* t = detail::Tracer::active()) {
+        t->complete("bucket " + std::to_string(k), "bucket", detail::Tracer::kBuckets,
+                    std::min(ready, b.doneNs), b.doneNs,
+                    "\"bucket\":" + std::to_string(k) + ",\"step\":" + std::to_string(step) +
+                        ",\"bytes\":" + std::to_string(b.bytes) +
+                        ",\"params\":" + std::to_string(b.params.size()) +
+                        ",\"launch_after_ready_ms\":" +
+                        std::to_string(msBetween(std::min(ready, b.launchNs), b.launchNs)));
+      }
     }
     st = exchangeStepInfo(&m);
   }

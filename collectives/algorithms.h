@@ -62,6 +62,8 @@ struct CollArgs {
   /// host's shared segment whenever this host has one (shm above is set only on a single host).
   const std::vector<int>* hostOf = nullptr;
   ShmSegment* hostShm = nullptr;
+  /// The row the dispatcher ran (set as it runs it; BRAID_TRACE_FILE's events name it).
+  mutable const char* ran = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@
 #include "collectives/comm_impl.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/params.h"
+#include "core/trace.h"
 
 namespace braid {
 namespace {
@@ -162,6 +164,7 @@ namespace {
 // or the model's pick).
 Status runChoice(const Communicator::Impl::Choice& choice, const detail::CollArgs& a,
                  const void* sendbuf, void* recvbuf, size_t count, int root) {
+  a.ran = choice.algo->name;
   if (choice.chunkBytes == 0) return choice.algo->run(a, sendbuf, recvbuf, count, root);
   detail::CollArgs withChunk = a;
   withChunk.chunkBytes = choice.chunkBytes;
@@ -197,6 +200,50 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   return Op{makeFp(Collective::kAllReduce, count, type, op, -1), [=](const detail::CollArgs& a) {
               return runChoice(choice, a, sendbuf, recvbuf, count, -1);
             }};
+}
+
+// BRAID_TRACE_FILE (core/trace.h): the tracer, and the timeline's zero taken by every rank at
+// the exit of the second of two barriers (the first gathers ranks still finishing creation).
+Status Communicator::Impl::startTrace() {
+  std::string pattern = paramString("BRAID_TRACE_FILE");
+  if (pattern.empty()) return Status::ok();
+  if (!splitPrefix_.empty()) {
+    // A split child writes beside its parent: "trace-%r.json" → "trace-%r.c0.s1.2.json".
+    std::string tag = prefix_.substr(6, prefix_.size() - 7);  // "braid/c0/s1/2/" → "c0/s1/2"
+    std::replace(tag.begin(), tag.end(), '/', '.');
+    const size_t ext = pattern.rfind(".json");
+    pattern.insert(ext != std::string::npos && ext + 5 == pattern.size() ? ext : pattern.size(),
+                   "." + tag);
+  }
+  auto tracer = std::make_unique<detail::Tracer>(pattern, rank_, size_);
+  const Choice choice = choose(Collective::kBarrier, 0);
+  for (int i = 0; i < 2; ++i) {
+    BRAID_RETURN_IF_ERROR(run(makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, -1),
+                              true,
+                              [=](const detail::CollArgs& a) {
+                                return runChoice(choice, a, nullptr, nullptr, 0, -1);
+                              })
+                              .withContext("aligning the ranks' trace clocks (BRAID_TRACE_FILE)"));
+  }
+  tracer->setZero();
+  tracer_ = std::move(tracer);
+  p2p_->setTracer(tracer_.get());
+  BRAID_INFO("tracing to %s", tracer_->path().c_str());
+  return Status::ok();
+}
+
+void Communicator::Impl::traceCollective(const detail::CollArgs& a, uint64_t startNs,
+                                         const Status& s) {
+  const detail::Fingerprint& fp = a.fp;
+  const size_t bytes = static_cast<size_t>(fp.count) * dataTypeSize(fp.type);
+  std::string args = "\"seq\":" + std::to_string(a.seq) + ",\"algorithm\":\"" +
+                     std::string(a.ran != nullptr ? a.ran : "") +
+                     "\",\"count\":" + std::to_string(fp.count) +
+                     ",\"bytes\":" + std::to_string(bytes);
+  if (fp.root >= 0) args += ",\"root\":" + std::to_string(fp.root);
+  if (!s.isOk()) args += ",\"error\":\"" + std::string(codeName(s.code())) + "\"";
+  tracer_->complete(collectiveName(fp.collective), "collective", detail::Tracer::kCollectives,
+                    startNs, nowNs(), args);
 }
 
 Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {

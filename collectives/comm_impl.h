@@ -21,6 +21,7 @@
 #include "collectives/selector/selector.h"
 #include "collectives/shm_segment.h"
 #include "braid/store.h"
+#include "core/trace.h"
 #include "transport/transport.h"
 
 namespace braid {
@@ -120,6 +121,9 @@ class Communicator::Impl {
                        const std::string& keyPrefix, detail::PendingCache* pending);
   Status execute(const detail::Fingerprint& fp, bool collective,
                  const std::function<Status(const detail::CollArgs&)>& body);
+  /// BRAID_TRACE_FILE: creates tracer_ and aligns the ranks' clocks (a no-op when unset).
+  Status startTrace();
+  void traceCollective(const detail::CollArgs& a, uint64_t startNs, const Status& s);
   /// recordFailure, then abort frames to every peer.
   void fail(const Status& s, bool publish);
   Status checkAbort();
@@ -137,6 +141,7 @@ class Communicator::Impl {
   std::unique_ptr<transport::Transport> tcp_;
   std::vector<detail::PeerLink> links_;
   std::unique_ptr<detail::ShmSegment> segment_;
+  std::unique_ptr<detail::Tracer> tracer_;  // before p2p_, which points to it
   std::unique_ptr<detail::P2p> p2p_;
   detail::Scratch scratch_, outerScratch_;
   uint64_t seq_ = 0;

@@ -306,6 +306,7 @@ Status Communicator::Impl::init(CommOptions options) {
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
+  BRAID_RETURN_IF_ERROR(startTrace());
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
              rank_, size_, hostOf_[rank_], numHosts_, localRank_, localRanks_.size(),
              transportName.c_str());
@@ -675,6 +676,7 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   curPublished_ = false;
   Status s = body(a);
   curSeq_ = 0;
+  if (tracer_ && collective) traceCollective(a, curSinceNs_, s);
   bool publish = true;
   if (!s.isOk() && s.code() == Code::kTimeout && !p2p_->stalledPeers().empty()) {
     s = explainTimeout(s);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/trace.h"
 
 namespace braid::detail {
 
@@ -206,7 +207,9 @@ Status P2p::timeoutStatus() {
 Status P2p::wait(Handle h) {
   Backoff backoff;
   uint64_t lastProgressNs = nowNs();
+  const uint64_t startNs = lastProgressNs;
   uint64_t nextAbortCheckNs = lastProgressNs + 200000000ull;
+  bool waited = false;  // idled at least once: a wait worth a trace event when long
   while (!ops_[h].done) {
     bool progressed = false;
     BRAID_RETURN_IF_ERROR(progress(&progressed));
@@ -216,6 +219,7 @@ Status P2p::wait(Handle h) {
       continue;
     }
     backoff.pause();
+    waited = true;
     if (backoff.idleRounds() % 256 == 0) {
       uint64_t now = nowNs();
       if (now - lastProgressNs > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
@@ -227,7 +231,17 @@ Status P2p::wait(Handle h) {
       }
     }
   }
+  if (waited && tracer_ != nullptr) traceWait(h, startNs);
   return Status::ok();
+}
+
+void P2p::traceWait(Handle h, uint64_t startNs) const {
+  const uint64_t end = nowNs();
+  if (end - startNs < Tracer::kMinWaitNs) return;
+  const Op& op = ops_[h];
+  tracer_->complete(op.isSend ? "wait send" : "wait recv", "wait", Tracer::kWaits, startNs, end,
+                    "\"peer\":" + std::to_string(op.peer) + ",\"bytes\":" +
+                        std::to_string(op.bytes) + ",\"seq\":" + std::to_string(seq_));
 }
 
 Status P2p::waitAll() {

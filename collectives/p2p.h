@@ -19,6 +19,8 @@
 
 namespace braid::detail {
 
+class Tracer;
+
 /// What every rank must agree on for one collective.
 struct Fingerprint {
   Collective collective = Collective::kAllReduce;
@@ -93,6 +95,8 @@ class P2p {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// Waits on a peer longer than Tracer::kMinWaitNs are recorded there (null: none).
+  void setTracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   struct Op {
@@ -110,6 +114,7 @@ class P2p {
   Status progress(bool* progressed);
   Status checkRecvMeta(const Op& op);
   Status timeoutStatus();
+  void traceWait(Handle h, uint64_t startNs) const;
 
   int rank_;
   int size_;
@@ -123,6 +128,7 @@ class P2p {
   size_t firstPending_ = 0;
   std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
   std::vector<int> stalledPeers_;
+  Tracer* tracer_ = nullptr;
 };
 
 }  // namespace braid::detail

@@ -280,6 +280,10 @@ void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...
   writeAll(fd, buf, len);
 }
 
+std::string expandFilePattern(const std::string& pattern, int pid, int rank) {
+  return expandPattern(pattern, pid, rank);
+}
+
 void resetLogForTesting() {
   SinkConfig& cfg = sinkConfig();
   {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <string>
 
 namespace braid {
 
@@ -17,6 +18,10 @@ void setLogRank(int rank);
 /// a file or pipe do not interleave mid-line). TRACE lines add "file:line " after the prefix.
 void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/// A file name pattern with %h (host), %p (pid), %r (rank; "-" when < 0) substituted and %% a
+/// literal '%', as BRAID_DEBUG_FILE is (BRAID_TRACE_FILE uses it too).
+std::string expandFilePattern(const std::string& pattern, int pid, int rank);
 
 /// Tests only: closes the log file and re-reads BRAID_DEBUG and BRAID_DEBUG_FILE on next use.
 /// Not safe while other threads log.

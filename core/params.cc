@@ -237,6 +237,11 @@ const std::vector<ParamDef>& paramTable() {
        "Log verbosity on stderr (or BRAID_DEBUG_FILE); ERROR lines are always printed"},
       {"BRAID_DEBUG_FILE", ParamType::kString, "", "",
        "Write log lines to this file instead of stderr, appending; %h = host, %p = pid, %r = rank"},
+      {"BRAID_TRACE_FILE", ParamType::kString, "", "",
+       "Write this rank's Chrome/Perfetto trace events (collectives, buckets, waits on peers) to "
+       "this file when the communicator is destroyed; %r = rank, %p = pid, %h = host. Set it on "
+       "every rank (creation aligns the ranks' clocks with two barriers); braid-trace merges "
+       "and reports"},
       {"BRAID_TIMEOUT_MS", ParamType::kInt, "300000", "",
        "Deadline in milliseconds of every blocking wait (connect, rendezvous, progress) before it "
        "fails with a timeout error; 0 or less means the default (there is no wait without a "

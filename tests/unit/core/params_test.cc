@@ -31,6 +31,7 @@ struct Expected {
 const Expected kExpected[] = {
     {"BRAID_DEBUG", ParamType::kEnum, "WARN", "WARN|INFO|TRACE"},
     {"BRAID_DEBUG_FILE", ParamType::kString, "", ""},
+    {"BRAID_TRACE_FILE", ParamType::kString, "", ""},
     {"BRAID_TIMEOUT_MS", ParamType::kInt, "300000", ""},
     {"BRAID_ALGO", ParamType::kString, "", ""},
     {"BRAID_TUNING_FILE", ParamType::kString, "", ""},
