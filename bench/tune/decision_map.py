@@ -82,12 +82,12 @@ def main(argv):
         axes[k // ncols][k % ncols].axis("off")
     fig.legend(handles=[Patch(color=cmap(code[a]), label=a) for a in names], loc="lower center",
                ncol=min(len(names), 7), fontsize=9)
+    title = ("braid's choice per size and world size (dashed: the described fabric, %d hosts x %d); "
+             "%s" % (fab["hosts"], fab["ranks_per_host"], fab["origin"]))
     if single:
-        fig.text(0.5, 0.005, "one algorithm in the table: " + ", ".join(single), ha="center",
-                 fontsize=8)
-    fig.suptitle("braid's choice per size and world size (dashed: the described fabric, %d hosts "
-                 "x %d); %s" % (fab["hosts"], fab["ranks_per_host"], fab["origin"]), fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+        title += "\none algorithm in the table: " + ", ".join(single)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.94))
     fig.savefig(argv[2], dpi=110)
     print("decision_map.py: wrote %s" % argv[2])
     return 0
