@@ -77,7 +77,9 @@ def validate(doc):
     return errs
 
 
-def main(argv):
+def attempt(argv):
+    """One run: 0 passed, 1 failed, 3 only the straggler checks failed."""
+    del failures[:]
     braid_run, prog, braid_trace, work = argv[1:5]
     os.makedirs(work, exist_ok=True)
     for f in os.listdir(work):
@@ -129,6 +131,9 @@ def main(argv):
     with open(rep) as fh:
         report = json.load(fh)
     check(len(report["buckets"]) == 4 * nb, "report buckets: %d" % len(report["buckets"]))
+    if failures:
+        print("%d check(s) failed" % len(failures), file=sys.stderr)
+        return 1
     for b in report["buckets"]:
         check(b["last_rank"] == SLOW, "step %d bucket %d: last arrival rank %d, not %d" %
               (b["step"], b["bucket"], b["last_rank"], SLOW))
@@ -138,10 +143,23 @@ def main(argv):
         check(b["last_after_median_ms"] > want, "step %d bucket %d: last only %.2f ms after the "
               "median (want > %d)" % (b["step"], b["bucket"], b["last_after_median_ms"], want))
     if failures:
-        print("%d check(s) failed" % len(failures), file=sys.stderr)
-        return 1
+        print("%d straggler check(s) failed" % len(failures), file=sys.stderr)
+        return 3
     print("trace_merged: OK")
     return 0
+
+
+def main(argv):
+    # What the trace says is checked every time; who arrived last is timing: on a machine with
+    # fewer cores than ranks (and other jobs) a rank can be kept off a core longer than the
+    # delay, and then the report rightly names it. Such a run is retried, twice at most.
+    for i in range(3):
+        rc = attempt(argv)
+        if rc != 3:
+            return rc
+        print("trace_merged: attempt %d: another rank was later than the delayed one; again" %
+              (i + 1), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

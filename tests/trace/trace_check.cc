@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
     }
     if (!(*b)->finalize().isOk()) return 1;
     for (int s = 0; s < steps && rc == 0; ++s) {
+      // Every rank starts the step together, so that the slow rank's lag is its own delay.
+      if (!(*comm)->barrier().isOk()) return 1;
       if (!(*b)->beginStep().isOk()) return 1;
       if (rank == slow) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       // Backward: the last parameters first, a millisecond of "compute" each.
