@@ -207,6 +207,10 @@ bool scheduleSwitchesBetween(const Algorithm& row, const CostModel& m, size_t a,
     const size_t k = name == "hierarchical" ? static_cast<size_t>(m.minLocal()) : 1;
     return crosses(k * (size_t{256} << 10) - 1);
   }
+  // allreduce/double_binary_tree.cc: each tree's half in c equal chunks, the chunk searched from
+  // 64 KiB (algorithms.cc): up to two of those a half is one chunk and the trees do not
+  // pipeline; past it, they do.
+  if (name == "double_binary_tree") return crosses(2 * row.chunkSearchFrom);
   return false;
 }
 
