@@ -88,10 +88,12 @@ class Communicator:
         return cls(_braid.Comm.from_env())
 
     @classmethod
-    def from_store(cls, store, rank, size, transport=""):
+    def from_store(cls, store, rank, size, transport="", timeout_ms=0):
         """Rendezvous through any key-value store with set/get/add (and check for bounded
-        waits), e.g. a torch.distributed.TCPStore or FileStore."""
-        return cls(_braid.Comm.from_store(store, int(rank), int(size), transport))
+        waits), e.g. a torch.distributed.TCPStore or FileStore. timeout_ms bounds every wait
+        of the communicator (0: BRAID_TIMEOUT_MS)."""
+        return cls(_braid.Comm.from_store(store, int(rank), int(size), transport,
+                                          int(timeout_ms)))
 
     @classmethod
     def from_torch(cls, group_store=None, transport=""):
@@ -121,6 +123,7 @@ class Communicator:
     host_index = property(lambda self: self._c.host_index)
     num_hosts = property(lambda self: self._c.num_hosts)
     handle = property(lambda self: self._c, doc="the _braid.Comm (for Bucketer and codecs)")
+    timeout_ms = property(lambda self: self._c.timeout_ms, doc="deadline of every wait (ms)")
 
     def __repr__(self):
         if self._c.closed:
@@ -358,5 +361,8 @@ def _close_all():
     bt = sys.modules.get(__name__ + ".torch")
     for hook in list(getattr(bt, "_live_hooks", ())):
         hook.close()
+    backend = sys.modules.get(__name__ + ".torch.backend")
+    for group in list(getattr(backend, "_live_groups", ())):
+        group._shutdown()
     for comm in list(_live):
         comm.close()

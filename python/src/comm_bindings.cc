@@ -117,7 +117,7 @@ std::shared_ptr<CommHolder> fromEnv() {
 }
 
 std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
-                                      const std::string& transport) {
+                                      const std::string& transport, int64_t timeoutMs) {
   auto s = std::make_shared<PyStore>(std::move(store));
   Result<std::unique_ptr<Communicator>> c = invalidArgument("");
   {
@@ -127,6 +127,7 @@ std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
     o.size = size;
     o.store = s;
     o.transport = transport;
+    o.timeoutMs = timeoutMs;  // 0: BRAID_TIMEOUT_MS
     c = Communicator::create(std::move(o));
     if (!c.isOk()) c = c.status().withContext("rendezvous through the Python store");
   }
@@ -169,8 +170,19 @@ void bindCommunicator(py::module_& m) {
       .def_static("from_env", &fromEnv,
                   "Bootstraps from torchrun variables, mpiexec or BRAID_FILE_STORE")
       .def_static("from_store", &fromStore, py::arg("store"), py::arg("rank"), py::arg("size"),
-                  py::arg("transport") = "",
-                  "Rendezvous through a Python key-value store (e.g. torch.distributed's)")
+                  py::arg("transport") = "", py::arg("timeout_ms") = 0,
+                  "Rendezvous through a Python key-value store (e.g. torch.distributed's); "
+                  "timeout_ms bounds every wait (0: BRAID_TIMEOUT_MS)")
+      .def_property_readonly("timeout_ms", [](const H& h) { return h.get().timeoutMs(); })
+      .def("algorithms",
+           [](const H& h, int collective) {
+             return h.get().algorithms(static_cast<Collective>(collective));
+           })
+      .def("algorithm_for",
+           [](const H& h, int collective, size_t bytes) {
+             return h.get().algorithmFor(static_cast<Collective>(collective), bytes);
+           })
+      .def("selector_model", [](const H& h) { return h.get().selectorModel(); })
       .def_property_readonly("rank", [](const H& h) { return h.get().rank(); })
       .def_property_readonly("size", [](const H& h) { return h.get().size(); })
       .def_property_readonly("local_rank", [](const H& h) { return h.get().localRank(); })
