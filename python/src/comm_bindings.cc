@@ -20,13 +20,17 @@ namespace {
 void* ptr(uintptr_t p) { return reinterpret_cast<void*>(p); }
 
 /// A braid Store over any Python object with set(key, bytes), get(key) -> bytes, add(key, int)
-/// -> int and, for bounded waits, check([key]) -> bool: torch.distributed's stores (TCPStore,
-/// FileStore, PrefixStore, the default process group's store) fit as they are. Called from
-/// braid's threads; each call takes the GIL for its duration only.
+/// -> int and, for bounded waits, a way to look without blocking: check([key]) -> bool, or
+/// compare_set(key, expected, desired), which returns `expected` for a missing key without
+/// creating it (torch 1.13's PrefixStore, the store torch hands a process group, has no
+/// check(); its get() of a missing key blocks for the store's whole timeout). torch.distributed's
+/// stores (TCPStore, FileStore, HashStore, PrefixStore) fit as they are. Called from braid's
+/// threads; each call takes the GIL for its duration only.
 class PyStore final : public Store {
  public:
   explicit PyStore(py::object store) : store_(std::move(store)) {
     hasCheck_ = py::hasattr(store_, "check");
+    hasCompareSet_ = !hasCheck_ && py::hasattr(store_, "compare_set");
   }
   ~PyStore() override {
     py::gil_scoped_acquire gil;
@@ -49,11 +53,18 @@ class PyStore final : public Store {
       {
         py::gil_scoped_acquire gil;
         try {
-          bool present = true;  // without check(), get() itself blocks (its own timeout)
+          bool present = true;  // with neither, get() itself blocks (its own timeout)
           if (hasCheck_) {
             py::list keys;
             keys.append(key);
             present = store_.attr("check")(keys).cast<bool>();
+          } else if (hasCompareSet_) {
+            // A value never written by braid: returned as is only for a missing key.
+            static const std::string kAbsent = "\x01braid:absent\x01";
+            py::bytes absent(kAbsent);
+            std::string v = store_.attr("compare_set")(key, absent, absent).cast<std::string>();
+            if (v != kAbsent) return std::vector<uint8_t>(v.begin(), v.end());
+            present = false;
           }
           if (present) {
             std::string v = store_.attr("get")(key).cast<std::string>();
@@ -83,6 +94,7 @@ class PyStore final : public Store {
  private:
   py::object store_;
   bool hasCheck_ = false;
+  bool hasCompareSet_ = false;
 };
 
 class PyWork {
