@@ -371,7 +371,8 @@ def bad_input(rank, p):
 
     expect(lambda: dist.all_reduce(torch.ones(4, 4).t()), ["contiguous"])
     expect(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)), ["torch.bool"])
-    expect(lambda: dist.all_reduce(torch.ones(3, dtype=torch.complex64)), ["complex64"])
+    expect(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)), ["torch.int16"])
+    # (complex tensors reach the backend as their real view: torch.view_as_real, supported)
     expect(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["BAND", "integer"])
     expect(lambda: dist.all_reduce(torch.ones(2).to_sparse()), ["sparse"])
     # A count mismatch across ranks fails (naming the ranks) instead of hanging: on a
@@ -416,7 +417,7 @@ def train(model, steps, rank, variant):
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for s in range(steps):
         x, idx, y = data(rank, s)
-        use_side = variant == "unused" and s % 2 == 0
+        use_side = s % 2 == 0 if variant == "unused" else True
         if variant == "no_sync" and s % 3 != 2:
             with model.no_sync():
                 torch.nn.functional.cross_entropy(model(x, idx, use_side), y).backward()
@@ -479,10 +480,20 @@ def suite_dp(gloo, args):
     train(db, args.steps, rank, "plain")
     sa, sb = state(dp), state(db)
     compare_states(sa, sb, "DataParallel vs DDP")
-    # every rank holds rank 0's buffers (running statistics of rank 0's last batch)
-    rm = sa["bn.running_mean"].clone()
-    dist.broadcast(rm, 0, group=gloo)
-    same(sa["bn.running_mean"], rm, "rank 0's running_mean on every rank")
+    # Each training forward updates the statistics locally after the broadcast, so ranks differ
+    # now (under DDP too); the next forward (eval, no grad: no update) first broadcasts rank
+    # 0's buffers, after which every rank holds rank 0's statistics, with DataParallel as DDP.
+    x, idx, _ = data(rank, 999)
+    for m in (dp, db):
+        m.eval()
+        with torch.no_grad():
+            m(x, idx, True)
+    sa, sb = state(dp), state(db)
+    compare_states(sa, sb, "DataParallel vs DDP after an eval forward")
+    for k in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked"):
+        r0 = sa[k].clone()
+        dist.broadcast(r0, 0, group=gloo)
+        same(sa[k], r0, f"rank 0's {k} on every rank")
     dp.close()
     say(f"DataParallel: parameters and buffers bit-identical to DDP over gloo after "
         f"{args.steps} steps")
