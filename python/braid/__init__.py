@@ -88,12 +88,14 @@ class Communicator:
         return cls(_braid.Comm.from_env())
 
     @classmethod
-    def from_store(cls, store, rank, size, transport="", timeout_ms=0):
-        """Rendezvous through any key-value store with set/get/add (and check for bounded
-        waits), e.g. a torch.distributed.TCPStore or FileStore. timeout_ms bounds every wait
-        of the communicator (0: BRAID_TIMEOUT_MS)."""
+    def from_store(cls, store, rank, size, transport="", timeout_ms=0, key_prefix=""):
+        """Rendezvous through any key-value store with set/get/add (and check or compare_set
+        for bounded waits), e.g. a torch.distributed.TCPStore or FileStore. timeout_ms bounds
+        every wait of the communicator (0: BRAID_TIMEOUT_MS). key_prefix: where its keys live
+        in the store ("": "braid/c<N>/", N counting this process's communicators, which only
+        agrees across ranks when every process creates the same ones in the same order)."""
         return cls(_braid.Comm.from_store(store, int(rank), int(size), transport,
-                                          int(timeout_ms)))
+                                          int(timeout_ms), key_prefix))
 
     @classmethod
     def from_torch(cls, group_store=None, transport=""):
@@ -113,7 +115,7 @@ class Communicator:
             cls._torch_comms += 1
         store = dist.PrefixStore(f"braid/{n}/", store)
         return cls(_braid.Comm.from_store(store, dist.get_rank(), dist.get_world_size(),
-                                          transport))
+                                          transport, 0, "braid/"))
 
     # -- identity --
     rank = property(lambda self: self._c.rank)

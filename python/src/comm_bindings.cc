@@ -129,7 +129,8 @@ std::shared_ptr<CommHolder> fromEnv() {
 }
 
 std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
-                                      const std::string& transport, int64_t timeoutMs) {
+                                      const std::string& transport, int64_t timeoutMs,
+                                      const std::string& keyPrefix) {
   auto s = std::make_shared<PyStore>(std::move(store));
   Result<std::unique_ptr<Communicator>> c = invalidArgument("");
   {
@@ -140,6 +141,7 @@ std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
     o.store = s;
     o.transport = transport;
     o.timeoutMs = timeoutMs;  // 0: BRAID_TIMEOUT_MS
+    o.keyPrefix = keyPrefix;  // "": braid/c<N>/ (N counts this process's communicators)
     c = Communicator::create(std::move(o));
     if (!c.isOk()) c = c.status().withContext("rendezvous through the Python store");
   }
@@ -182,9 +184,11 @@ void bindCommunicator(py::module_& m) {
       .def_static("from_env", &fromEnv,
                   "Bootstraps from torchrun variables, mpiexec or BRAID_FILE_STORE")
       .def_static("from_store", &fromStore, py::arg("store"), py::arg("rank"), py::arg("size"),
-                  py::arg("transport") = "", py::arg("timeout_ms") = 0,
+                  py::arg("transport") = "", py::arg("timeout_ms") = 0, py::arg("key_prefix") = "",
                   "Rendezvous through a Python key-value store (e.g. torch.distributed's); "
-                  "timeout_ms bounds every wait (0: BRAID_TIMEOUT_MS)")
+                  "timeout_ms bounds every wait (0: BRAID_TIMEOUT_MS); key_prefix: where the "
+                  "communicator's keys live (\"\": braid/c<N>/, N counting this process's "
+                  "communicators)")
       .def_property_readonly("timeout_ms", [](const H& h) { return h.get().timeoutMs(); })
       .def("algorithms",
            [](const H& h, int collective) {

@@ -20,6 +20,7 @@ Every rank prints "rank R: <suite> OK" at the end; any mismatch raises (exit 1).
 
 import argparse
 import datetime
+import faulthandler
 import os
 import sys
 import tempfile
@@ -537,7 +538,10 @@ def main():
     ap.add_argument("--variants", default="plain,no_sync,unused,static")
     ap.add_argument("--store", default="tcp")
     ap.add_argument("--file", default="")
+    ap.add_argument("--limit", type=float, default=360,
+                    help="seconds before every thread's stack is printed and the rank exits")
     args = ap.parse_args()
+    faulthandler.dump_traceback_later(args.limit, exit=True)
     torch.set_num_threads(1)
     if args.suite == "store":
         suite_store(args)

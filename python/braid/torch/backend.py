@@ -95,9 +95,11 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._timeout = timeout if isinstance(timeout, datetime.timedelta) else \
             datetime.timedelta(seconds=float(timeout))
         ms = max(1, int(self._timeout.total_seconds() * 1000))
-        # torch hands each group its own PrefixStore: braid's keys live under "braid/".
-        self.comm = braid.Communicator.from_store(dist.PrefixStore("braid/", store), rank, size,
-                                                  transport=transport, timeout_ms=ms)
+        # torch hands each group its own PrefixStore (the group's name): braid's keys live
+        # under "braid/" in it, the same on every member whatever other communicators each
+        # process created (torch 1.13 creates a subgroup on its members only).
+        self.comm = braid.Communicator.from_store(store, rank, size, transport=transport,
+                                                  timeout_ms=ms, key_prefix="braid/")
         self._engine = _braid.GroupEngine(self.comm.handle)
         _live_groups.add(self)
         self._batch = None  # p2p operations between _start_coalescing and _end_coalescing
