@@ -1,7 +1,7 @@
 """Drives backend_worker.py (braid's torch.distributed backend against gloo) and the killed-rank
 check, for CTest.
 
-    python3 backend_test.py torchrun SUITE WORLD [worker args...]   # real torchrun --standalone
+    python3 backend_test.py torchrun SUITE WORLD [worker args...]   # real torchrun (c10d rdzv)
     python3 backend_test.py store tcp|file|hash WORLD                # explicit store= groups
     python3 backend_test.py killed WORLD                             # one rank dies mid-run
 
@@ -63,9 +63,12 @@ def run(cmd, limit, expect_ok_lines, what):
 
 
 def torchrun(suite, world, extra):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-           str(world), "--redirects", "1", "--tee", "1", "--monitor_interval", "1", WORKER,
-           "--suite", suite] + extra
+    # What --standalone does, on a free port: its fixed localhost:29400 would make two of
+    # these tests (ctest -j) share one rendezvous.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--rdzv_backend",
+           "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id",
+           f"braid-{os.getpid()}", "--nproc_per_node", str(world), "--redirects", "1", "--tee",
+           "1", "--monitor_interval", "1", WORKER, "--suite", suite] + extra
     return run(cmd, 420, world, f"torchrun {suite} x{world}")
 
 
