@@ -541,21 +541,57 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag=0):
         raise self._err("recv from any source is not supported; name the source rank")
 
-    def _start_coalescing(self):
+    # torch 1.13 calls _start_coalescing() and _end_coalescing(reqs) around batch_isend_irecv;
+    # torch 2.x passes a device to both and waits on the Work _end_coalescing returns.
+    def _start_coalescing(self, *args):
         self._flush_batch()
         self._batch = []
 
-    def _end_coalescing(self, reqs=None):
-        self._flush_batch()
+    def _end_coalescing(self, *args):
+        w = BraidWork(self, "coalesced", [])
+        self._flush_batch(w)
+        return w if _py_caller(1) else w._as_cpp()
 
-    def _flush_batch(self):
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        """torch 2.x (FSDP2): one all-gather per (output, input) pair, as one job."""
+        return self._coalesced("all_gather_into_tensor_coalesced", ALLGATHER, outputs, inputs,
+                               None)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        """torch 2.x (FSDP2): one reduce-scatter per (output, input) pair, as one job."""
+        return self._coalesced("reduce_scatter_tensor_coalesced", REDUCE_SCATTER, outputs,
+                               inputs, _reduce_op(opts))
+
+    def _coalesced(self, name, kind, outputs, inputs, op):
+        if len(outputs) != len(inputs):
+            raise self._err(f"{name}: {len(outputs)} outputs for {len(inputs)} inputs")
+        steps = []
+        for i, (o, x) in enumerate(zip(outputs, inputs)):
+            dt = self._check(x, name, f"input {i}")
+            self._check(o, name, f"output {i}")
+            small, big = (x, o) if kind == ALLGATHER else (o, x)
+            if o.dtype != x.dtype or big.numel() != small.numel() * self._size:
+                raise self._err(f"{name}: pair {i} needs {self._size} x {small.numel()} "
+                                f"elements of {small.dtype} on the gathered side")
+            bop = braid.ReduceOp.sum
+            if op is not None:
+                bop, bitwise = self._op(op, o.dtype, name)
+                if bitwise is not None:
+                    raise self._err(f"{name}: bitwise ops are not supported here")
+            steps.append(self._step(kind, x.data_ptr(), o.data_ptr(), small.numel(), dt, bop))
+        return self._submit(name, steps, None, list(outputs), (outputs, inputs), depth=2)
+
+    def _flush_batch(self, extra=None):
         """Submits the p2p operations of a batch_isend_irecv as one job. braid's send and
         recv block until done, so the job orders them: per peer (ascending), the lower rank of
-        the pair sends before it receives and the higher one receives first."""
+        the pair sends before it receives and the higher one receives first. `extra` (the Work
+        of _end_coalescing) completes with the batch."""
         batch, self._batch = self._batch, None
         if not batch:
+            if extra is not None:
+                extra._done(None)
             return
-        works = [w for w, _ in batch]
+        works = [w for w, _ in batch] + ([extra] if extra is not None else [])
         order = sorted(range(len(batch)), key=lambda i: self._batch_key(batch[i][1][0], i))
         steps = [batch[i][1][0] for i in order]
 
