@@ -2,7 +2,8 @@
 
 Prints the registration (name, creator, devices), the versions of braid and torch, and, with
 --probe, creates a one-rank "braid" process group over a HashStore and prints its
-communicator's transport view and algorithms per collective (no network, no other rank).
+communicator's hosts, transport setting (BRAID_TRANSPORT), cost model and algorithms per
+collective (no network, no other rank).
 Under torchrun (WORLD_SIZE set) --probe joins the job's group instead (every rank must run it).
 """
 
@@ -20,7 +21,11 @@ def describe(comm):
     """A dict of what one communicator runs: ranks, hosts, timeout, algorithms and the
     algorithm picked for a few sizes per collective, and the selector's model."""
     c = comm.handle
+    transport = os.environ.get("BRAID_TRANSPORT") or "auto"
+    if transport == "auto":
+        transport = "auto (shm within a host, tcp across hosts)"
     out = {"rank": comm.rank, "size": comm.size, "local_size": comm.local_size,
+           "transport": transport,
            "num_hosts": comm.num_hosts, "timeout_ms": c.timeout_ms,
            "model": c.selector_model(), "algorithms": {}}
     for i, name in enumerate(_COLLECTIVES):
@@ -69,7 +74,8 @@ def main(argv=None):
     if "communicator" in info:
         c = info["communicator"]
         print(f"group: rank {c['rank']} of {c['size']}, {c['num_hosts']} host(s), "
-              f"{c['local_size']} rank(s) here, every wait bounded by {c['timeout_ms']} ms")
+              f"{c['local_size']} rank(s) here, transport {c['transport']}, every wait "
+              f"bounded by {c['timeout_ms']} ms")
         print(f"model: {c['model']}")
         for name, a in c["algorithms"].items():
             picks = ", ".join(f"{int(b) >> 10} KiB: {n}" for b, n in
