@@ -207,8 +207,9 @@ Status Communicator::Impl::init(CommOptions options) {
   timeoutMs_ = options.timeoutMs > 0 ? options.timeoutMs : timeoutMsFromEnvironment();
   chunkBytes_ = static_cast<size_t>(std::max<int64_t>(4096, paramInt("BRAID_CHUNK_BYTES")));
   setLogRank(rank_);
-  prefix_ = !splitPrefix_.empty() ? splitPrefix_
-                                   : "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
+  prefix_ = !splitPrefix_.empty()       ? splitPrefix_
+            : !options.keyPrefix.empty() ? options.keyPrefix
+                                         : "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
   std::string transportName = options.transport.empty() ? paramString("BRAID_TRANSPORT") : options.transport;
   if (transportName != "auto" && transportName != "shm" && transportName != "tcp") {
     return invalidArgument("unknown transport '" + transportName + "'; valid: auto, shm, tcp");

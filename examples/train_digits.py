@@ -2,12 +2,15 @@
 
     scripts/fetch_digits.sh build/data              # once: build/data/digits.csv
     torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
-        examples/train_digits.py [--mode dataparallel|ddp-hook] [--codec fp16] [--epochs 10]
+        examples/train_digits.py [--mode dataparallel|ddp|ddp-hook] [--backend gloo|braid]
+        [--codec fp16] [--epochs 10]
 
 (torch 1.13 with Python 3.11 needs --redirects 1 --tee 1; `braid-run -n 2 -- python3 ...`
 works too.) --mode dataparallel (default) uses braid.torch.DataParallel (no torch.distributed
 process group at all); --mode ddp-hook uses DistributedDataParallel over a gloo group with
-braid's comm hook doing the gradient all-reduce. --codec compresses gradients ("fp16", "bf16",
+braid's comm hook doing the gradient all-reduce; --mode ddp is plain DistributedDataParallel
+over the process group of --backend (--backend braid alone selects it: DDP over braid's
+torch.distributed backend, `init_process_group("braid")`, no hook). --codec compresses gradients ("fp16", "bf16",
 "powersgd:rank=2,start=20", "topk:ratio=0.05", "int8", "sign"). Rank 0 prints the loss and
 accuracy per epoch and braid's step metrics of the epoch's last step.
 
@@ -42,7 +45,10 @@ def synthetic(n=1797, seed=0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mode", choices=["dataparallel", "ddp-hook"], default="dataparallel")
+    ap.add_argument("--mode", choices=["dataparallel", "ddp", "ddp-hook"], default=None,
+                    help="default: dataparallel, or ddp when --backend is given")
+    ap.add_argument("--backend", choices=["gloo", "braid"], default=None,
+                    help="torch.distributed backend of the ddp modes (default gloo)")
     ap.add_argument("--codec", default=None)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=32, help="per rank")
@@ -50,6 +56,14 @@ def main():
     ap.add_argument("--data", default=None)
     ap.add_argument("--synthetic", action="store_true")
     a = ap.parse_args()
+    if a.mode is None:
+        a.mode = "ddp" if a.backend else "dataparallel"
+    if a.mode == "dataparallel" and a.backend:
+        ap.error("--backend selects the process group of --mode ddp or ddp-hook; "
+                 "dataparallel needs none")
+    if a.mode == "ddp" and a.codec:
+        ap.error("--codec goes through braid's hook: use --mode ddp-hook or dataparallel")
+    backend = a.backend or "gloo"
     torch.set_num_threads(1)
 
     path = a.data or os.path.join(os.environ.get("BRAID_DATA_DIR", "build/data"), "digits.csv")
@@ -60,13 +74,28 @@ def main():
         x, y = synthetic()
         source = "synthetic blobs (run scripts/fetch_digits.sh for the real digits data)"
 
-    if a.mode == "ddp-hook":
-        import torch.distributed as dist
-        dist.init_process_group("gloo")
-        comm = braid.init()  # braid's store on MASTER_PORT + 1 under torchrun
+    import torch.distributed as dist
+    comm = None
+    if a.mode == "ddp":
+        dist.init_process_group(backend)  # "braid": registered by `import braid.torch`
+        rank, world = dist.get_rank(), dist.get_world_size()
     else:
-        comm = braid.init()
-    rank, world = comm.rank, comm.size
+        if a.mode == "ddp-hook":
+            dist.init_process_group(backend)
+        comm = braid.init()  # braid's store on MASTER_PORT + 1 under torchrun
+        rank, world = comm.rank, comm.size
+
+    def average(t):
+        if comm is None:
+            dist.all_reduce(t)
+            return t / world
+        return comm.all_reduce(t, op="avg")
+
+    def from_rank0(t):
+        if comm is None:
+            dist.broadcast(t, 0)
+            return t
+        return comm.broadcast(t, root=0)
 
     # Same split on every rank: the last 297 samples are held out; each rank takes every
     # world-th training sample.
@@ -79,7 +108,9 @@ def main():
     net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
                               torch.nn.ReLU(), torch.nn.Linear(128, 10))
     hook = None
-    if a.mode == "ddp-hook":
+    if a.mode == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(net)
+    elif a.mode == "ddp-hook":
         model = torch.nn.parallel.DistributedDataParallel(net)
         hook = braid.torch.ddp_hook(comm, codec=a.codec)
         model.register_comm_hook(None, hook)
@@ -88,7 +119,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
     if rank == 0:
-        print(f"train_digits: {world} ranks, mode {a.mode}, codec {a.codec or 'none'}, data "
+        pg = f" over {dist.get_backend()}" if a.mode != "dataparallel" else ""
+        print(f"train_digits: {world} ranks, mode {a.mode}{pg}, codec {a.codec or 'none'}, data "
               f"{source}, {len(mine)} training samples per rank, batch {a.batch}/rank",
               flush=True)
     steps = len(mine) // a.batch
@@ -104,12 +136,14 @@ def main():
             opt.step()
             total += loss.item()
         # Mean training loss over ranks, held-out accuracy (identical weights on every rank).
-        mean = comm.all_reduce(torch.tensor([total / steps]), op="avg").item()
+        mean = average(torch.tensor([total / steps])).item()
         model.eval()
         with torch.no_grad():
             acc = (net(x[test_idx]).argmax(1) == y[test_idx]).float().mean().item()
         if rank == 0:
-            if hook is not None:
+            if a.mode == "ddp":
+                metrics = "DDP's own buckets over the process group"
+            elif hook is not None:
                 m = hook.metrics()
                 metrics = (f"{m['buckets']} buckets, {m['bytes'] / 1024:.0f} KiB -> "
                            f"{m['wire_bytes'] / 1024:.0f} KiB on the wire, comm "
@@ -125,13 +159,16 @@ def main():
                   flush=True)
     # Every rank holds the same parameters.
     flat = torch.cat([p.detach().flatten() for p in net.parameters()])
-    ref = comm.broadcast(flat.clone(), root=0)
+    ref = from_rank0(flat.clone())
     assert torch.equal(flat, ref), "ranks diverged"
     if hook is not None:
         hook.close()
-    else:
+    elif a.mode == "dataparallel":
         model.close()
-    comm.close()
+    if comm is not None:
+        comm.close()
+    if dist.is_initialized():
+        dist.destroy_process_group()
     return 0
 
 

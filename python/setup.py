@@ -52,8 +52,8 @@ class CMakeBuild(build_ext):
 
 
 setup(
-    packages=["braid"],
-    package_dir={"braid": "braid"},
+    packages=["braid", "braid.torch"],
+    package_dir={"braid": "braid", "braid.torch": "braid/torch"},
     ext_modules=[Extension("braid._braid", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

@@ -60,6 +60,11 @@ struct CommOptions {
   std::string hostId;
   /// Address tcp listens on; "" = interface selection (BRAID_SOCKET_IFNAME).
   std::string tcpAddress;
+  /// Where this communicator's keys live in `store`. "" = "braid/c<N>/", N counting the
+  /// communicators this process created, which agrees across ranks only when every process
+  /// creates the same communicators in the same order; a framework that creates one on a
+  /// subset of its processes (a torch subgroup) passes a prefix unique to it instead.
+  std::string keyPrefix;
   /// Deadline of every blocking wait in milliseconds (rendezvous, connections, collectives,
   /// the segment, the Bucketer). 0 = BRAID_TIMEOUT_MS, whose own 0 (or any value <= 0) means
   /// its default of 300000: nothing in braid waits without a deadline.

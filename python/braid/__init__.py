@@ -88,10 +88,14 @@ class Communicator:
         return cls(_braid.Comm.from_env())
 
     @classmethod
-    def from_store(cls, store, rank, size, transport=""):
-        """Rendezvous through any key-value store with set/get/add (and check for bounded
-        waits), e.g. a torch.distributed.TCPStore or FileStore."""
-        return cls(_braid.Comm.from_store(store, int(rank), int(size), transport))
+    def from_store(cls, store, rank, size, transport="", timeout_ms=0, key_prefix=""):
+        """Rendezvous through any key-value store with set/get/add (and check or compare_set
+        for bounded waits), e.g. a torch.distributed.TCPStore or FileStore. timeout_ms bounds
+        every wait of the communicator (0: BRAID_TIMEOUT_MS). key_prefix: where its keys live
+        in the store ("": "braid/c<N>/", N counting this process's communicators, which only
+        agrees across ranks when every process creates the same ones in the same order)."""
+        return cls(_braid.Comm.from_store(store, int(rank), int(size), transport,
+                                          int(timeout_ms), key_prefix))
 
     @classmethod
     def from_torch(cls, group_store=None, transport=""):
@@ -111,7 +115,7 @@ class Communicator:
             cls._torch_comms += 1
         store = dist.PrefixStore(f"braid/{n}/", store)
         return cls(_braid.Comm.from_store(store, dist.get_rank(), dist.get_world_size(),
-                                          transport))
+                                          transport, 0, "braid/"))
 
     # -- identity --
     rank = property(lambda self: self._c.rank)
@@ -121,6 +125,7 @@ class Communicator:
     host_index = property(lambda self: self._c.host_index)
     num_hosts = property(lambda self: self._c.num_hosts)
     handle = property(lambda self: self._c, doc="the _braid.Comm (for Bucketer and codecs)")
+    timeout_ms = property(lambda self: self._c.timeout_ms, doc="deadline of every wait (ms)")
 
     def __repr__(self):
         if self._c.closed:
@@ -358,5 +363,8 @@ def _close_all():
     bt = sys.modules.get(__name__ + ".torch")
     for hook in list(getattr(bt, "_live_hooks", ())):
         hook.close()
+    backend = sys.modules.get(__name__ + ".torch.backend")
+    for group in list(getattr(backend, "_live_groups", ())):
+        group._shutdown()
     for comm in list(_live):
         comm.close()

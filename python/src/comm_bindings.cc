@@ -20,13 +20,17 @@ namespace {
 void* ptr(uintptr_t p) { return reinterpret_cast<void*>(p); }
 
 /// A braid Store over any Python object with set(key, bytes), get(key) -> bytes, add(key, int)
-/// -> int and, for bounded waits, check([key]) -> bool: torch.distributed's stores (TCPStore,
-/// FileStore, PrefixStore, the default process group's store) fit as they are. Called from
-/// braid's threads; each call takes the GIL for its duration only.
+/// -> int and, for bounded waits, a way to look without blocking: check([key]) -> bool, or
+/// compare_set(key, expected, desired), which returns `expected` for a missing key without
+/// creating it (torch 1.13's PrefixStore, the store torch hands a process group, has no
+/// check(); its get() of a missing key blocks for the store's whole timeout). torch.distributed's
+/// stores (TCPStore, FileStore, HashStore, PrefixStore) fit as they are. Called from braid's
+/// threads; each call takes the GIL for its duration only.
 class PyStore final : public Store {
  public:
   explicit PyStore(py::object store) : store_(std::move(store)) {
     hasCheck_ = py::hasattr(store_, "check");
+    hasCompareSet_ = !hasCheck_ && py::hasattr(store_, "compare_set");
   }
   ~PyStore() override {
     py::gil_scoped_acquire gil;
@@ -49,11 +53,18 @@ class PyStore final : public Store {
       {
         py::gil_scoped_acquire gil;
         try {
-          bool present = true;  // without check(), get() itself blocks (its own timeout)
+          bool present = true;  // with neither, get() itself blocks (its own timeout)
           if (hasCheck_) {
             py::list keys;
             keys.append(key);
             present = store_.attr("check")(keys).cast<bool>();
+          } else if (hasCompareSet_) {
+            // A value never written by braid: returned as is only for a missing key.
+            static const std::string kAbsent = "\x01braid:absent\x01";
+            py::bytes absent(kAbsent);
+            std::string v = store_.attr("compare_set")(key, absent, absent).cast<std::string>();
+            if (v != kAbsent) return std::vector<uint8_t>(v.begin(), v.end());
+            present = false;
           }
           if (present) {
             std::string v = store_.attr("get")(key).cast<std::string>();
@@ -83,6 +94,7 @@ class PyStore final : public Store {
  private:
   py::object store_;
   bool hasCheck_ = false;
+  bool hasCompareSet_ = false;
 };
 
 class PyWork {
@@ -117,7 +129,8 @@ std::shared_ptr<CommHolder> fromEnv() {
 }
 
 std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
-                                      const std::string& transport) {
+                                      const std::string& transport, int64_t timeoutMs,
+                                      const std::string& keyPrefix) {
   auto s = std::make_shared<PyStore>(std::move(store));
   Result<std::unique_ptr<Communicator>> c = invalidArgument("");
   {
@@ -127,6 +140,8 @@ std::shared_ptr<CommHolder> fromStore(py::object store, int rank, int size,
     o.size = size;
     o.store = s;
     o.transport = transport;
+    o.timeoutMs = timeoutMs;  // 0: BRAID_TIMEOUT_MS
+    o.keyPrefix = keyPrefix;  // "": braid/c<N>/ (N counts this process's communicators)
     c = Communicator::create(std::move(o));
     if (!c.isOk()) c = c.status().withContext("rendezvous through the Python store");
   }
@@ -169,8 +184,21 @@ void bindCommunicator(py::module_& m) {
       .def_static("from_env", &fromEnv,
                   "Bootstraps from torchrun variables, mpiexec or BRAID_FILE_STORE")
       .def_static("from_store", &fromStore, py::arg("store"), py::arg("rank"), py::arg("size"),
-                  py::arg("transport") = "",
-                  "Rendezvous through a Python key-value store (e.g. torch.distributed's)")
+                  py::arg("transport") = "", py::arg("timeout_ms") = 0, py::arg("key_prefix") = "",
+                  "Rendezvous through a Python key-value store (e.g. torch.distributed's); "
+                  "timeout_ms bounds every wait (0: BRAID_TIMEOUT_MS); key_prefix: where the "
+                  "communicator's keys live (\"\": braid/c<N>/, N counting this process's "
+                  "communicators)")
+      .def_property_readonly("timeout_ms", [](const H& h) { return h.get().timeoutMs(); })
+      .def("algorithms",
+           [](const H& h, int collective) {
+             return h.get().algorithms(static_cast<Collective>(collective));
+           })
+      .def("algorithm_for",
+           [](const H& h, int collective, size_t bytes) {
+             return h.get().algorithmFor(static_cast<Collective>(collective), bytes);
+           })
+      .def("selector_model", [](const H& h) { return h.get().selectorModel(); })
       .def_property_readonly("rank", [](const H& h) { return h.get().rank(); })
       .def_property_readonly("size", [](const H& h) { return h.get().size(); })
       .def_property_readonly("local_rank", [](const H& h) { return h.get().localRank(); })

@@ -53,6 +53,8 @@ class CommHolder {
 void bindCommunicator(py::module_& m);
 /// Registers the Bucketer and StepMetrics bindings (bucketer_bindings.cc).
 void bindBucketer(py::module_& m);
+/// Registers the process-group engine of braid.torch's backend (group_engine.cc).
+void bindGroupEngine(py::module_& m);
 /// Registers the comm-hook engine and the codec bindings (hook_engine.cc).
 void bindHookEngine(py::module_& m);
 

@@ -118,4 +118,5 @@ PYBIND11_MODULE(_braid, m) {
   braid::python::bindCommunicator(m);
   braid::python::bindBucketer(m);
   braid::python::bindHookEngine(m);
+  braid::python::bindGroupEngine(m);
 }

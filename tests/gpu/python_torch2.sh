@@ -9,7 +9,14 @@
 #    pybind11 package, else the copy torch ships in torch/include; builds target braid_python;
 # 2. runs the tests/python suites: api (3 ranks), DDP equivalence (bit-exact, 2 ranks), errors,
 #    torchrun (static and --standalone rendezvous);
-# 3. prints the step-time benchmark (examples/bench_ddp_step.py, 2 ranks) as information only.
+#    then the torch.distributed backend "braid" (issue #15): tests/python/backend_test.py's ops
+#    (2 and 3 ranks), DDP, DataParallel, store and killed-rank suites, and torch2_worker.py's
+#    torch 2.x checks: "cpu:braid(,cuda:nccl)" device maps, FSDP2 fully_shard on CPU, a DTensor
+#    on a braid DeviceMesh, torch.compile under DDP over braid (prepared on a machine without
+#    torch 2.x: first run on the GPU machine pending);
+# 3. prints the step-time benchmark (examples/bench_ddp_step.py, 2 ranks, MLP and CNN) as
+#    information only: DDP over torch 2.x's gloo (with its shared-memory all-reduce) is the
+#    CPU peer to read the braid paths against.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BRAID_BUILD_DIR:-build-gpu}
@@ -54,8 +61,29 @@ else
   echo "python_torch2: torchrun: FAILED"
   status=1
 fi
+for t in "torchrun ops 2" "torchrun ops 3" "torchrun ddp 2 --steps 8" "torchrun dp 2 --steps 12" \
+         "store tcp 2" "store file 2" "store hash 1" "killed 3"; do
+  if timeout 460 "$py" backend_test.py $t; then
+    echo "python_torch2: backend $t: passed"
+  else
+    echo "python_torch2: backend $t: FAILED"
+    status=1
+  fi
+done
+for c in devmap fsdp2 dtensor compile; do
+  if timeout 300 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
+      torch2_worker.py --check "$c"; then
+    echo "python_torch2: torch 2 $c: passed"
+  else
+    echo "python_torch2: torch 2 $c: FAILED"
+    status=1
+  fi
+done
 cd "$root"
 echo "python_torch2: benchmark (information only)"
-timeout 120 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \
-  examples/bench_ddp_step.py --steps 10 --rounds 3 2>&1 | grep -v "^\*\|OMP_NUM_THREADS\|^WARNING" || true
+for m in mlp cnn; do
+  timeout 200 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 \
+    --tee 1 examples/bench_ddp_step.py --model "$m" --steps 10 --rounds 3 2>&1 |
+    grep -v "^\*\|OMP_NUM_THREADS\|^WARNING" || true
+done
 exit $status

@@ -35,7 +35,7 @@ esac
 $py - "$whl" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-need = ["braid/__init__.py", "braid/torch.py", "braid/errors.py"]
+need = ["braid/__init__.py", "braid/torch/__init__.py", "braid/torch/backend.py", "braid/errors.py"]
 missing = [n for n in need if n not in names]
 so = [n for n in names if n.startswith("braid/_braid") and n.endswith(".so")]
 if missing or not so:

@@ -1,4 +1,11 @@
-"""PyTorch integration: a DDP comm hook and a standalone data-parallel wrapper.
+"""PyTorch integration: the torch.distributed backend "braid", a DDP comm hook and a
+standalone data-parallel wrapper.
+
+The backend (importing this module registers it; see braid.torch.backend):
+
+    import braid.torch
+    dist.init_process_group("braid")                # env:// under torchrun, or store=...
+    ddp = torch.nn.parallel.DistributedDataParallel(model)   # over braid, no hook needed
 
 DistributedDataParallel with braid's all-reduce (DDP keeps its own buckets; braid reduces them):
 
@@ -23,10 +30,14 @@ import weakref
 import torch
 
 import braid
-from . import _braid
-from ._tensors import buffer as _buffer
-from ._tensors import torch_dtypes, torch_view
-from .errors import InvalidArgumentError, InvalidUsageError
+from .. import _braid
+from .._tensors import buffer as _buffer
+from .._tensors import torch_dtypes, torch_view
+from ..errors import InvalidArgumentError, InvalidUsageError
+from .backend import ProcessGroupBraid, register, registration  # noqa: F401
+from ._work import BraidWork  # noqa: F401
+
+register()
 
 _live_hooks = weakref.WeakSet()
 
@@ -128,6 +139,8 @@ class DataParallel(torch.nn.Module):
     find_unused_parameters: parameters without a gradient in a step contribute zero instead of
     raising; a parameter no rank used keeps .grad None.
     no_sync(): accumulate gradients locally; the next synchronized step reduces the sum.
+    broadcast_buffers (default): rank 0's buffers (BatchNorm statistics, ...) are broadcast in
+    one fused message before every forward that follows a synchronized forward, like DDP.
     codec: a codec spec for float32 buckets ("fp16", "powersgd:rank=4", ...; None = none,
     "" = BRAID_CODEC), buckets below codec_min_bytes stay uncompressed.
     """
@@ -155,6 +168,7 @@ class DataParallel(torch.nn.Module):
                 seen.add(id(p))
                 self._params.append(p)
                 self._names.append(name)
+        self._require_forward_param_sync = True
         self._sync_module_state()
         self._bucketer = braid.Bucketer(
             self.comm, bucket_cap_mb=bucket_cap_mb, first_bucket_cap_mb=first_bucket_cap_mb,
@@ -191,10 +205,25 @@ class DataParallel(torch.nn.Module):
         with torch.no_grad():
             for p in self._params:
                 self.comm.broadcast(p.data if p.is_contiguous() else p.data.contiguous(), 0)
-            if self.broadcast_buffers:
-                for b in self.module.buffers():
-                    if b.is_contiguous() and b.dtype in torch_dtypes():
-                        self.comm.broadcast(b, 0)
+        if self.broadcast_buffers:
+            self._sync_buffers()
+
+    def _sync_buffers(self):
+        """One broadcast of rank 0's buffers, every dtype packed as bytes (DDP broadcasts them
+        coalesced too), so that every rank holds rank 0's running statistics."""
+        bufs = list(self.module.buffers())
+        if not bufs or self.comm.size == 1:
+            return
+        with torch.no_grad():
+            flat = torch.cat([b.detach().reshape(-1).view(torch.uint8) for b in bufs])
+            self.comm.broadcast(flat, 0)
+            if self.comm.rank == 0:
+                return
+            off = 0
+            for b in bufs:
+                nbytes = b.numel() * b.element_size()
+                b.copy_(flat[off:off + nbytes].clone().view(b.dtype).view_as(b))
+                off += nbytes
 
     def _bind_views(self):
         version = self._bucketer.layout_version
@@ -228,9 +257,16 @@ class DataParallel(torch.nn.Module):
 
     # -- steps --
     def forward(self, *args, **kwargs):
+        # Buffers as DDP does (broadcast_buffers=True): rank 0's before every forward that
+        # follows a synchronized training forward (not after a no_sync() or no-grad one).
+        if self.broadcast_buffers and self._require_forward_param_sync:
+            self._sync_buffers()
         if torch.is_grad_enabled() and self.training:
             self._begin_step()
-        return self.module(*args, **kwargs)
+        out = self.module(*args, **kwargs)
+        self._require_forward_param_sync = torch.is_grad_enabled() and \
+            self.require_backward_grad_sync
+        return out
 
     @contextlib.contextmanager
     def no_sync(self):

@@ -1,0 +1,233 @@
+// The engine behind braid.torch's process group (the torch.distributed backend "braid").
+//
+// torch.distributed hands a process group its operations on the caller's thread (the Python
+// training loop, or DDP's reducer on the autograd thread) and expects a Work at once. Each braid
+// process group owns one GroupEngine: a FIFO of jobs and one thread that runs them in issue
+// order, so the communicator sees a single issuing thread and every rank runs the group's
+// operations in the same order. A job is
+//
+//   steps   braid collectives (address, count, dtype, op, root/peer) run without the GIL, then
+//   more    optionally a Python iterator: next(more) (with the GIL, on the engine thread)
+//           returns the next list of steps (a step whose size depends on an earlier one, e.g.
+//           an all-to-all padded to the largest block) or ends the job; the Python side also
+//           copies results out of scratch buffers there,
+//   done    done(None) or done(exception) with the GIL: completes the Work and its future.
+//
+// A failed step ends its job (the communicator is failed from then on, so later jobs fail
+// quickly with the same error, which names the rank). close() fails the jobs not yet started.
+// No Python exception escapes the engine thread (unraisable hook instead).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "braid/comm.hpp"
+#include "python/src/common.h"
+
+namespace braid::python {
+namespace {
+
+/// One braid call. `a` and `b` are the send and receive addresses (send/recv: the buffer in a);
+/// `root` is the root of broadcast/reduce and the peer of send/recv.
+struct Step {
+  Collective kind = Collective::kBarrier;
+  uintptr_t a = 0, b = 0;
+  size_t count = 0;
+  DataType type = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+};
+
+using StepTuple = std::tuple<int, uintptr_t, uintptr_t, size_t, DataType, ReduceOp, int>;
+
+std::vector<Step> toSteps(const std::vector<StepTuple>& in) {
+  std::vector<Step> out;
+  out.reserve(in.size());
+  for (const auto& [kind, a, b, count, type, op, root] : in) {
+    if (kind < static_cast<int>(Collective::kAllReduce) ||
+        kind > static_cast<int>(Collective::kRecv)) {
+      throw py::value_error("braid group engine: unknown step kind " + std::to_string(kind));
+    }
+    out.push_back({static_cast<Collective>(kind), a, b, count, type, op, root});
+  }
+  return out;
+}
+
+Status runStep(Communicator& c, const Step& s) {
+  void* a = reinterpret_cast<void*>(s.a);
+  void* b = reinterpret_cast<void*>(s.b);
+  switch (s.kind) {
+    case Collective::kAllReduce:
+      return c.allReduce(a, b, s.count, s.type, s.op);
+    case Collective::kReduceScatter:
+      return c.reduceScatter(a, b, s.count, s.type, s.op);
+    case Collective::kAllGather:
+      return c.allGather(a, b, s.count, s.type);
+    case Collective::kBroadcast:
+      return c.broadcast(a, b, s.count, s.type, s.root);
+    case Collective::kReduce:
+      return c.reduce(a, b, s.count, s.type, s.op, s.root);
+    case Collective::kAllToAll:
+      return c.allToAll(a, b, s.count, s.type);
+    case Collective::kBarrier:
+      return c.barrier();
+    case Collective::kSend:
+      return c.send(a, s.count, s.type, s.root);
+    case Collective::kRecv:
+      return c.recv(a, s.count, s.type, s.root);
+  }
+  return internalError("braid group engine: unhandled step");
+}
+
+class GroupEngine {
+ public:
+  explicit GroupEngine(std::shared_ptr<CommHolder> comm) : comm_(std::move(comm)) {
+    comm_->get();  // raises when closed
+    rank_ = comm_->rank();
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~GroupEngine() { close(); }
+
+  void submit(const std::vector<StepTuple>& steps, py::object more, py::object done) {
+    Job j;
+    j.steps = toSteps(steps);
+    j.more = std::move(more);
+    j.done = std::move(done);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        raiseStatus(invalidUsage("the braid process group was destroyed"), rank_);
+      }
+      jobs_.push_back(std::move(j));
+      ++submitted_;
+    }
+    cv_.notify_one();
+  }
+
+  /// Jobs submitted and not yet completed.
+  size_t pending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return submitted_ - completed_;
+  }
+
+  /// Stops taking jobs; the ones not started fail; waits for the running one (which is bounded
+  /// by the communicator's timeout).
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && !thread_.joinable()) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();  // the last reference went away in a completion: the loop ends itself
+    } else if (thread_.joinable()) {
+      if (PyGILState_Check()) {
+        py::gil_scoped_release release;
+        thread_.join();
+      } else {
+        thread_.join();
+      }
+    }
+  }
+
+ private:
+  struct Job {
+    std::vector<Step> steps;
+    py::object more, done;
+  };
+
+  void loop() {
+    for (;;) {
+      Job j;
+      bool stopping = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping with nothing left
+        j = std::move(jobs_.front());
+        jobs_.pop_front();
+        stopping = stopping_;
+      }
+      Status s;
+      if (stopping) {
+        s = invalidUsage("the braid process group was destroyed before this operation ran");
+      } else {
+        s = run(j);
+      }
+      {
+        py::gil_scoped_acquire gil;
+        try {
+          if (s.isOk()) {
+            j.done(py::none());
+          } else {
+            j.done(makeException(s, rank_));
+          }
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("braid process group: completing an operation");
+        }
+        j.more = py::object();
+        j.done = py::object();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++completed_;
+      }
+    }
+  }
+
+  Status run(Job& j) {
+    std::vector<Step> steps = std::move(j.steps);
+    for (;;) {
+      if (comm_->closed()) return invalidUsage("the communicator of the process group was closed");
+      Communicator& c = *comm_->raw();
+      for (const Step& s : steps) BRAID_RETURN_IF_ERROR(runStep(c, s));
+      if (j.more.is_none() || !j.more) return Status::ok();
+      py::gil_scoped_acquire gil;
+      try {
+        py::handle next = PyIter_Next(j.more.ptr());
+        if (next.ptr() == nullptr) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          return Status::ok();  // the iterator is exhausted: the job is complete
+        }
+        py::object list = py::reinterpret_steal<py::object>(next);
+        steps = toSteps(list.cast<std::vector<StepTuple>>());
+      } catch (py::error_already_set& e) {
+        return internalError(std::string("braid process group: ") + e.what());
+      } catch (const std::exception& e) {
+        return internalError(std::string("braid process group: ") + e.what());
+      }
+    }
+  }
+
+  std::shared_ptr<CommHolder> comm_;
+  int rank_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  size_t submitted_ = 0, completed_ = 0;
+  std::thread thread_;  // last: started after every other member exists
+};
+
+}  // namespace
+
+void bindGroupEngine(py::module_& m) {
+  py::class_<GroupEngine, std::shared_ptr<GroupEngine>>(m, "GroupEngine")
+      .def(py::init<std::shared_ptr<CommHolder>>(), py::arg("comm"))
+      .def("submit", &GroupEngine::submit, py::arg("steps"), py::arg("more"), py::arg("done"),
+           "Queues a job: steps [(kind, a, b, count, dtype, op, root)], an iterator giving more "
+           "step lists (or None), and done(exception or None)")
+      .def("pending", &GroupEngine::pending)
+      .def("close", &GroupEngine::close);
+}
+
+}  // namespace braid::python
