@@ -463,14 +463,18 @@ std::string implausible(const std::string& source,
   char buf[200];
   for (const Communicator::Impl::CallCheck& c : checks) {
     if (c.measuredUs <= 0 || c.predictedUs <= 0) continue;
+    const char* fmt = nullptr;
+    double ratio = 0;
     if (c.predictedUs > kTooSlowFactor * c.measuredUs) {
-      std::snprintf(buf, sizeof(buf), "predicts %.2f us for an 8-byte %s all-reduce, %.0fx the %.2f us it takes",
-                    c.predictedUs, c.algorithm.c_str(), c.predictedUs / c.measuredUs, c.measuredUs);
-      return buf;
+      fmt = "predicts %.2f us for an 8-byte %s all-reduce, %.0fx the %.2f us it takes";
+      ratio = c.predictedUs / c.measuredUs;
+    } else if (source == "cache" && c.measuredUs > kTooFastFactor * c.predictedUs) {
+      fmt = "predicts %.2f us for an 8-byte %s all-reduce, 1/%.0f of the %.2f us it takes";
+      ratio = c.measuredUs / c.predictedUs;
     }
-    if (source == "cache" && c.measuredUs > kTooFastFactor * c.predictedUs) {
-      std::snprintf(buf, sizeof(buf), "predicts %.2f us for an 8-byte %s all-reduce, 1/%.0f of the %.2f us it takes",
-                    c.predictedUs, c.algorithm.c_str(), c.measuredUs / c.predictedUs, c.measuredUs);
+    if (fmt != nullptr) {
+      std::snprintf(buf, sizeof(buf), fmt, c.predictedUs, c.algorithm.c_str(), ratio,
+                    c.measuredUs);
       return buf;
     }
   }
@@ -479,6 +483,11 @@ std::string implausible(const std::string& source,
 
 }  // namespace
 
+// A fresh probe that fails the check is used by this job and not cached: probing again on the
+// same busy machine would only cost the time (and two probes in a row outran a 5 s creation
+// deadline under ctest -j2). A cached model that fails it is re-probed once: it came from
+// another moment, and would mislead every job until repaired; that costs one probe, as a cache
+// miss does.
 Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
   detail::PendingCache pending;
   BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, false, prefix_, &pending));
@@ -486,20 +495,21 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks).withContext("timing the collective call"));
   std::string source = selector_->costModel().model().source;
   std::string why = implausible(source, checks);
-  if (!why.empty()) {
-    // Every rank holds the same measured and predicted times, so all re-probe together.
+  // Every rank holds the same gathered times, model and deadline budget: all decide alike.
+  const bool reprobe = !why.empty() && source == "cache";
+  if (!why.empty() && !reprobe && rank_ == 0) {
+    BRAID_WARN("calibration: the probed model %s (a busy machine?): used by this job, not cached",
+               why.c_str());
+  }
+  if (reprobe) {
     const uint64_t t0 = nowNs();
-    if (rank_ == 0) {
-      BRAID_WARN("calibration: the %s model %s; re-probing",
-                 source == "cache" ? "cached" : "probed", why.c_str());
-    }
+    if (rank_ == 0) BRAID_WARN("calibration: the cached model %s; re-probing", why.c_str());
     pending = detail::PendingCache{};
     BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, true, prefix_ + "reprobe/",
                                         &pending));
     BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks)
                               .withContext("timing the collective call after re-probing"));
-    source = selector_->costModel().model().source;
-    why = implausible(source, checks);
+    why = implausible(selector_->costModel().model().source, checks);
     if (rank_ == 0) {
       BRAID_WARN("calibration: re-probed in %.0f ms; %s", static_cast<double>(nowNs() - t0) / 1e6,
                  why.empty() ? "the new model agrees with the live calls"

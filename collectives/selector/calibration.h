@@ -14,10 +14,10 @@
 //      its numbers; rank 0 times the reduction kernel (γ) and memcpy locally, assembles the
 //      model, writes the cache and publishes "model ...".
 //   3. Every rank reads rank 0's model: the selection is identical everywhere.
-//   4. The communicator then times 8-byte all-reduces with the selected algorithm
-//      (measureCallOverhead); a cached model that predicts them 4x too slow or too fast, or a
-//      fresh probe that predicts them 4x too slow, is re-probed once (forceProbe, under a store
-//      prefix of its own), and only a model that passes is cached.
+//   4. The communicator then times 8-byte all-reduces with the selected algorithm and the
+//      runner-up (measureCallOverhead); a cached model that predicts them 4x too slow, or runs
+//      8x slower, is re-probed once (forceProbe, under a store prefix of its own); a fresh probe
+//      that predicts them 4x too slow serves the job uncached; only a model that passes is cached.
 // The whole probe stays well under 200 ms on a 1 Gbit/s link (about 50 ms of transfers there).
 #pragma once
 
