@@ -16,6 +16,8 @@
 #include "braid/comm.hpp"
 #include "braid/status.h"
 
+#include <thread>
+
 namespace braid::python {
 
 namespace py = pybind11;
@@ -25,6 +27,17 @@ namespace py = pybind11;
 [[noreturn]] void raiseStatus(const Status& s, int rank);
 /// The exception object raiseStatus would raise (for completing futures with an error).
 py::object makeException(const Status& s, int rank);
+
+/// Joins an engine's thread, releasing the GIL first when this thread holds it (the loop may need
+/// it to finish its last completion).
+inline void joinReleasingGil(std::thread& thread) {
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    thread.join();
+  } else {
+    thread.join();
+  }
+}
 
 inline void check(const Status& s, int rank) {
   if (!s.isOk()) raiseStatus(s, rank);

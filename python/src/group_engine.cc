@@ -130,12 +130,7 @@ class GroupEngine {
     if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
       thread_.detach();  // the last reference went away in a completion: the loop ends itself
     } else if (thread_.joinable()) {
-      if (PyGILState_Check()) {
-        py::gil_scoped_release release;
-        thread_.join();
-      } else {
-        thread_.join();
-      }
+      joinReleasingGil(thread_);
     }
   }
 

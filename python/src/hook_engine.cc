@@ -130,12 +130,7 @@ class HookEngine {
     }
     cv_.notify_all();
     if (thread_.joinable()) {
-      if (PyGILState_Check()) {
-        py::gil_scoped_release release;
-        thread_.join();
-      } else {
-        thread_.join();
-      }
+      joinReleasingGil(thread_);
     }
   }
 

@@ -76,6 +76,14 @@ def _reduce_op(opts):
     return getattr(opts, "reduceOp", opts)
 
 
+def _copy_blocks_out(scratch, outs, n):
+    """A completion step: block i (n elements) of an all-gather's scratch into outs[i]."""
+    for i, o in enumerate(outs):
+        o.copy_(scratch[i * n:(i + 1) * n].view_as(o))
+    return
+    yield
+
+
 def _py_caller(depth):
     try:
         f = sys._getframe(depth + 1)
@@ -304,16 +312,9 @@ class ProcessGroupBraid(dist.ProcessGroup):
                                 f"{t.dtype} like the input")
         n = t.numel()
         scratch = torch.empty(n * self._size, dtype=t.dtype)
-
-        def more():
-            for i, o in enumerate(outs):
-                o.copy_(scratch[i * n:(i + 1) * n].view_as(o))
-            return
-            yield
-
         return self._submit("all_gather",
                             [self._step(ALLGATHER, t.data_ptr(), scratch.data_ptr(), n, dt)],
-                            more(), output_lists, (inputs, scratch))
+                            _copy_blocks_out(scratch, outs, n), output_lists, (inputs, scratch))
 
     def _allgather_base(self, output, input, opts=None):
         dt = self._check(input, "all_gather_into_tensor", "input")
@@ -484,16 +485,9 @@ class ProcessGroupBraid(dist.ProcessGroup):
         n = t.numel()
         # An all-gather (p x the root's traffic of a tree gather; braid has no gather).
         scratch = torch.empty(n * self._size, dtype=t.dtype)
-
-        def more():
-            for i, o in enumerate(outs):
-                o.copy_(scratch[i * n:(i + 1) * n].view_as(o))
-            return
-            yield
-
         return self._submit("gather", [self._step(ALLGATHER, t.data_ptr(), scratch.data_ptr(),
-                                                  n, dt)], more(), list(outs),
-                            (inputs, output_lists, scratch))
+                                                  n, dt)], _copy_blocks_out(scratch, outs, n),
+                            list(outs), (inputs, output_lists, scratch))
 
     def scatter(self, outputs, input_lists, opts=None):
         root = self._root(opts.rootRank if opts is not None else 0, "scatter")
