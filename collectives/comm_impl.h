@@ -129,6 +129,9 @@ class Communicator::Impl {
   Status checkAbort();
   Status storeAbortStatus(Deadline deadline);
   Status explainTimeout(const Status& s);
+  /// Publishes whom this rank waits for (waitfor/<rank>: the stalled peers), and when.
+  void publishWaitFor();
+  int64_t waitForLeadMs() const;
   std::shared_ptr<Work> enqueue(std::function<Status()> fn);
   void workerLoop();
 
@@ -152,6 +155,8 @@ class Communicator::Impl {
   detail::Fingerprint curFp_;
   uint64_t curSinceNs_ = 0;
   bool curPublished_ = false;
+  /// When publishWaitFor last ran (the thread running collectives only).
+  uint64_t waitForPublishedNs_ = 0;
 
   mutable std::mutex errorMu_;
   Status firstError_;

@@ -306,6 +306,7 @@ Status Communicator::Impl::init(CommOptions options) {
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
+  p2p_->setStallHook([this] { publishWaitFor(); }, waitForLeadMs());
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
   BRAID_RETURN_IF_ERROR(startTrace());
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
@@ -597,15 +598,36 @@ Status Communicator::Impl::storeAbortStatus(Deadline deadline) {
 // Every rank that times out publishes whom it was waiting for; after a short grace period the
 // chain is followed to the ranks that wait for nobody: those stalled (or are not calling the
 // collective), and the error names them instead of an innocent neighbour that was itself waiting.
-Status Communicator::Impl::explainTimeout(const Status& s) {
+// When every rank on the chain is waiting (a cycle: nobody stalled, messages are just not
+// arriving, as when a link between hosts is down), the error names the waits that cross hosts,
+// the suspect links, with both ends.
+// The record goes out waitForLeadMs() before the timeout (P2p's stall hook), so that the ranks
+// that stalled up to that long after this one have published theirs when it reads the chain.
+int64_t Communicator::Impl::waitForLeadMs() const { return std::min<int64_t>(1000, timeoutMs_ / 2); }
+
+void Communicator::Impl::publishWaitFor() {
   std::string mine;
   for (int peer : p2p_->stalledPeers()) mine += std::to_string(peer) + ",";
   (void)store_->set(prefix_ + "waitfor/" + std::to_string(rank_), toBytes(mine));
-  usleep(1000000);  // the others time out within about the same second
+  waitForPublishedNs_ = nowNs();
+}
+
+Status Communicator::Impl::explainTimeout(const Status& s) {
+  const uint64_t sincePublishedNs = nowNs() - waitForPublishedNs_;
+  publishWaitFor();  // the peers owed now (the stall hook's record may be older)
+  const uint64_t leadNs = static_cast<uint64_t>(waitForLeadMs()) * 1000000ull;
+  if (sincePublishedNs < leadNs) usleep(static_cast<useconds_t>((leadNs - sincePublishedNs) / 1000));
   std::vector<int> frontier = p2p_->stalledPeers();
   std::vector<uint8_t> visited(size_, 0);
   visited[rank_] = 1;
-  std::string chain, culprits;
+  std::string chain, culprits, links;
+  auto crossHost = [&](int a, int b) {
+    if (hostOf_[a] == hostOf_[b]) return;
+    links += (links.empty() ? "" : ", ") + std::string("rank ") + std::to_string(a) + " (host " +
+             std::to_string(hostOf_[a]) + ") -> rank " + std::to_string(b) + " (host " +
+             std::to_string(hostOf_[b]) + ")";
+  };
+  for (int peer : p2p_->stalledPeers()) crossHost(rank_, peer);
   while (!frontier.empty()) {
     int q = frontier.back();
     frontier.pop_back();
@@ -621,13 +643,21 @@ Status Communicator::Impl::explainTimeout(const Status& s) {
     size_t start = 0;
     while (start < list.size()) {
       size_t comma = list.find(',', start);
-      frontier.push_back(atoi(list.substr(start, comma - start).c_str()));
+      int next = atoi(list.substr(start, comma - start).c_str());
+      crossHost(q, next);
+      frontier.push_back(next);
       start = comma == std::string::npos ? list.size() : comma + 1;
     }
   }
-  if (culprits.empty() || chain.empty()) return s;
-  return timeoutError(s.message() + chain + "; stalled or not calling the collective: rank " +
-                      culprits);
+  if (chain.empty()) return s;
+  if (!culprits.empty()) {
+    return timeoutError(s.message() + chain + "; stalled or not calling the collective: rank " +
+                        culprits);
+  }
+  if (links.empty()) return timeoutError(s.message() + chain + "; every rank is waiting");
+  return timeoutError(s.message() + chain +
+                      "; every rank is waiting and none stalled: messages between hosts are not "
+                      "arriving (a link down?); suspect waits across hosts: " + links);
 }
 
 void Communicator::Impl::recordFailure(const Status& s, bool notifyPeers) {

@@ -183,6 +183,14 @@ std::vector<int> P2p::pendingPeers() const {
 }
 
 Status P2p::timeoutStatus() {
+  std::string waiting = collectStalledPeers();
+  return timeoutError("rank " + std::to_string(rank_) + ": no progress for " +
+                      std::to_string(timeoutMs_) + " ms in #" + std::to_string(seq_) + " " +
+                      fp_.describe() + " waiting for " + waiting +
+                      " (peer stalled or dead? raise BRAID_TIMEOUT_MS if it is just slow)");
+}
+
+std::string P2p::collectStalledPeers() {
   // Name each peer (and direction) that still owes this rank something, once.
   std::vector<uint8_t> seen(static_cast<size_t>(size_) * 2, 0);
   std::string waiting;
@@ -198,10 +206,7 @@ Status P2p::timeoutStatus() {
     if (!waiting.empty()) waiting += ", ";
     waiting += (op.isSend ? "send to rank " : "receive from rank ") + std::to_string(op.peer);
   }
-  return timeoutError("rank " + std::to_string(rank_) + ": no progress for " +
-                      std::to_string(timeoutMs_) + " ms in #" + std::to_string(seq_) + " " +
-                      fp_.describe() + " waiting for " + waiting +
-                      " (peer stalled or dead? raise BRAID_TIMEOUT_MS if it is just slow)");
+  return waiting;
 }
 
 Status P2p::wait(Handle h) {
@@ -210,12 +215,14 @@ Status P2p::wait(Handle h) {
   const uint64_t startNs = lastProgressNs;
   uint64_t nextAbortCheckNs = lastProgressNs + 200000000ull;
   bool waited = false;  // idled at least once: a wait worth a trace event when long
+  bool stallReported = false;  // the stall hook ran since the last progress
   while (!ops_[h].done) {
     bool progressed = false;
     BRAID_RETURN_IF_ERROR(progress(&progressed));
     if (progressed) {
       backoff.reset();
       lastProgressNs = nowNs();
+      stallReported = false;
       continue;
     }
     backoff.pause();
@@ -224,6 +231,11 @@ Status P2p::wait(Handle h) {
       uint64_t now = nowNs();
       if (now - lastProgressNs > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
         return timeoutStatus();
+      }
+      if (stallHook_ && !stallReported && now - lastProgressNs > stallHookAfterNs_) {
+        stallReported = true;
+        collectStalledPeers();
+        stallHook_();
       }
       if (checkAbort_ && now >= nextAbortCheckNs) {
         nextAbortCheckNs = now + 200000000ull;

@@ -6,6 +6,7 @@
 // that name the peer. Setup allocates; posting and waiting do not.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +98,13 @@ class P2p {
   int size() const { return size_; }
   /// Waits on a peer longer than Tracer::kMinWaitNs are recorded there (null: none).
   void setTracer(Tracer* tracer) { tracer_ = tracer; }
+  /// Called once per stall when a wait has had no progress for timeoutMs - leadMs, with
+  /// stalledPeers() filled: the communicator publishes whom it waits for then, so that at the
+  /// timeout the chain of waits can be read at once instead of after a grace period.
+  void setStallHook(std::function<void()> hook, int64_t leadMs) {
+    stallHook_ = std::move(hook);
+    stallHookAfterNs_ = static_cast<uint64_t>(std::max<int64_t>(timeoutMs_ - leadMs, 0)) * 1000000ull;
+  }
 
  private:
   struct Op {
@@ -114,6 +122,8 @@ class P2p {
   Status progress(bool* progressed);
   Status checkRecvMeta(const Op& op);
   Status timeoutStatus();
+  /// Fills stalledPeers_ with the peers of the pending operations; returns what each owes.
+  std::string collectStalledPeers();
   void traceWait(Handle h, uint64_t startNs) const;
 
   int rank_;
@@ -129,6 +139,8 @@ class P2p {
   std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
   std::vector<int> stalledPeers_;
   Tracer* tracer_ = nullptr;
+  std::function<void()> stallHook_;
+  uint64_t stallHookAfterNs_ = 0;
 };
 
 }  // namespace braid::detail
