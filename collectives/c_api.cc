@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "braid/comm.hpp"
 #include "collectives/c_api_internal.h"
@@ -121,6 +122,28 @@ braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* 
   *newcomm = nullptr;
   return guarded([&]() -> braidResult_t {
     auto c = comm->comm->split(color, key);
+    if (!c.isOk()) return toResult(c.status());
+    if (*c != nullptr) *newcomm = new braidComm{std::move(c).value()};
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommShrink(braidComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              braidComm_t* newcomm, int shrinkFlags) {
+  BRAID_C_CHECK_COMM(comm);
+  if (newcomm == nullptr) return badArg("newcomm is null");
+  *newcomm = nullptr;
+  if (excludeRanksCount < 0) return badArg("excludeRanksCount is negative");
+  if (excludeRanksCount > 0 && excludeRanksList == nullptr)
+    return badArg("excludeRanksList is null");
+  if (shrinkFlags != BRAID_SHRINK_DEFAULT && shrinkFlags != BRAID_SHRINK_ABORT) {
+    return badArg("shrinkFlags is neither BRAID_SHRINK_DEFAULT nor BRAID_SHRINK_ABORT");
+  }
+  return guarded([&]() -> braidResult_t {
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    auto c = comm->comm->shrink(excluded, shrinkFlags == BRAID_SHRINK_ABORT
+                                              ? braid::ShrinkMode::kAbort
+                                              : braid::ShrinkMode::kDefault);
     if (!c.isOk()) return toResult(c.status());
     if (*c != nullptr) *newcomm = new braidComm{std::move(c).value()};
     return braidSuccess;

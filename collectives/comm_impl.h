@@ -78,7 +78,12 @@ class Communicator::Impl {
   Status measureCallOverhead(std::vector<CallCheck>* checks = nullptr);
 
   /// Records the first error, raises the host-wide abort word and publishes it in the store.
+  /// Safe from any thread.
   void recordFailure(const Status& s, bool notifyPeers);
+  /// For shrink, on a failed communicator: stops the progress thread (queued operations
+  /// complete with the failure), waits for a collective of another thread to end (it ends at
+  /// once: the communicator is failed), then closes the connections and the segment.
+  void releaseResources();
   Status health() const;
   Status checkStalledOrder();
   int64_t timeoutMs() const { return timeoutMs_; }
@@ -105,6 +110,7 @@ class Communicator::Impl {
   CommOptions options_;
   std::string splitPrefix_;
   int splits_ = 0;
+  int shrinks_ = 0;
   const std::string& storePrefix() const { return prefix_; }
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
@@ -132,7 +138,7 @@ class Communicator::Impl {
   /// Publishes whom this rank waits for (waitfor/<rank>: the stalled peers), and when.
   void publishWaitFor();
   int64_t waitForLeadMs() const;
-  std::shared_ptr<Work> enqueue(std::function<Status()> fn);
+  std::shared_ptr<Work> enqueue(Collective c, std::function<Status()> fn);
   void workerLoop();
 
   std::shared_ptr<Store> store_;
@@ -158,6 +164,8 @@ class Communicator::Impl {
   /// When publishWaitFor last ran (the thread running collectives only).
   uint64_t waitForPublishedNs_ = 0;
 
+  /// Guards firstError_, and segment_ against releaseResources (recordFailure raises the
+  /// segment's abort word from any thread). Order: execMu_, then errorMu_.
   mutable std::mutex errorMu_;
   Status firstError_;
 
@@ -168,6 +176,7 @@ class Communicator::Impl {
   std::thread worker_;
   std::atomic<bool> workerStarted_{false};
   bool stopping_ = false;
+  bool released_ = false;  ///< releaseResources ran (guarded by queueMu_)
 };
 
 }  // namespace braid

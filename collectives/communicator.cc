@@ -81,7 +81,11 @@ std::string fromBytes(const std::vector<uint8_t>& v) { return std::string(v.begi
 
 class Communicator::Impl::WorkItem : public Work {
  public:
-  explicit WorkItem(std::function<Status()> fn) : fn_(std::move(fn)) {}
+  WorkItem(Impl* impl, Collective c, std::function<Status()> fn)
+      : impl_(impl), collective_(c), fn_(std::move(fn)) {}
+  /// An item that is done already (an operation issued after releaseResources).
+  explicit WorkItem(Status s)
+      : impl_(nullptr), collective_(Collective::kBarrier), done_(true), status_(s) {}
   bool test() override {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
@@ -90,6 +94,25 @@ class Communicator::Impl::WorkItem : public Work {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
     return status_;
+  }
+  // Not done in time: the communicator is failed (the item's own waits and its peers' end), and
+  // the item gets a second to stop; impl_ is alive while an item is not done (the destructor
+  // runs every queued item first).
+  Status wait(int64_t timeoutMs) override {
+    if (timeoutMs <= 0) return wait();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(timeoutMs), [this] { return done_; })) {
+      return status_;
+    }
+    lock.unlock();
+    const Status late = timeoutError(
+        "rank " + std::to_string(impl_->rank_) + ": Work.wait(" + std::to_string(timeoutMs) +
+        " ms): the " + collectiveName(collective_) +
+        " did not complete in time; the communicator is failed (shrink or recreate it)");
+    impl_->recordFailure(late, true);
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; });
+    return late;
   }
   void run() {
     Status s = fn_();
@@ -101,6 +124,8 @@ class Communicator::Impl::WorkItem : public Work {
   }
 
  private:
+  Impl* impl_;
+  Collective collective_;
   std::function<Status()> fn_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -163,6 +188,98 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
     return s.withContext("split(color " + std::to_string(color) + ") of rank " +
                          std::to_string(impl_->rank_));
   }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return "[" + s + "]";
+}
+
+}  // namespace
+
+// shrink: the agreement goes through the store only, so that it works whatever state the
+// connections are in. Under "<prefix>k<seq>/", every caller publishes its sorted excluded list,
+// then reads the list of every rank that its own list keeps (an excluded rank is never waited
+// for: it may be dead) and compares. The survivors, renumbered in old-rank order, then create
+// the new communicator under "<prefix>k<seq>/c/" with this one's options.
+Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int>& excluded,
+                                                           ShrinkMode mode) {
+  Impl& p = *impl_;
+  const std::string me = "rank " + std::to_string(p.rank_);
+  if (mode != ShrinkMode::kDefault && mode != ShrinkMode::kAbort) {
+    return invalidArgument("shrink: unknown mode " + std::to_string(static_cast<int>(mode)) +
+                           "; valid: 0 (default), 1 (abort)");
+  }
+  std::vector<int> list = excluded;
+  std::sort(list.begin(), list.end());
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] < 0 || list[i] >= p.size_) {
+      return invalidArgument("shrink: excluded rank " + std::to_string(list[i]) +
+                             " is outside [0, " + std::to_string(p.size_) + ")");
+    }
+    if (i > 0 && list[i] == list[i - 1]) {
+      return invalidArgument("shrink: rank " + std::to_string(list[i]) + " is excluded twice");
+    }
+  }
+  if (static_cast<int>(list.size()) >= p.size_) {
+    return invalidArgument("shrink: excluding all " + std::to_string(p.size_) +
+                           " ranks leaves no communicator");
+  }
+  if (mode == ShrinkMode::kAbort && p.health().isOk()) {
+    p.recordFailure(remoteError(me + ": aborted by shrink (ShrinkMode::kAbort)"), true);
+  }
+  if (!p.health().isOk()) p.releaseResources();
+
+  const int seq = p.shrinks_++;
+  const std::string base = p.storePrefix() + "k" + std::to_string(seq) + "/";
+  const std::string mine = rankList(list);
+  const std::string what = "shrink #" + std::to_string(seq) + " excluding " + mine;
+  BRAID_RETURN_IF_ERROR(
+      p.options_.store->set(base + "excluded/" + std::to_string(p.rank_), toBytes(mine))
+          .withContext(me + ": " + what));
+  const Deadline deadline = Deadline::afterMs(p.timeoutMs());
+  std::vector<int> survivors, missing;
+  for (int q = 0; q < p.size_; ++q) {
+    if (std::binary_search(list.begin(), list.end(), q)) continue;
+    survivors.push_back(q);
+    if (q == p.rank_) continue;
+    // After the deadline each remaining rank gets one look (a zero wait), so that the error
+    // names every rank that is missing, not only the first.
+    auto v = p.options_.store->get(base + "excluded/" + std::to_string(q),
+                                   deadline.expired() ? Deadline::afterMs(0) : deadline);
+    if (!v.isOk()) {
+      if (v.status().code() != Code::kTimeout) return v.status().withContext(me + ": " + what);
+      missing.push_back(q);
+      continue;
+    }
+    const std::string theirs = fromBytes(*v);
+    if (theirs != mine) {
+      return invalidUsage(me + ": " + what + ", but rank " + std::to_string(q) + " excludes " +
+                          theirs + ": every rank that stays must pass the same excluded ranks");
+    }
+  }
+  if (!missing.empty()) {
+    return timeoutError(me + ": " + what + ": within " + std::to_string(p.timeoutMs()) +
+                        " ms (the communicator's timeout) rank(s) " + rankList(missing) +
+                        " did not call shrink; exclude them too if they are gone");
+  }
+  if (std::binary_search(list.begin(), list.end(), p.rank_)) return std::unique_ptr<Communicator>();
+
+  CommOptions options = p.options_;
+  options.size = static_cast<int>(survivors.size());
+  options.rank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), p.rank_) - survivors.begin());
+  options.timeoutMs = p.timeoutMs();
+  std::unique_ptr<Impl> child(new Impl());
+  child->splitPrefix_ = base + "c/";
+  // The log prefix stays the new rank (init sets it): after a shrink the new communicator is
+  // the one a program goes on with.
+  Status s = child->init(std::move(options));
+  if (!s.isOk()) return s.withContext(me + ": " + what);
   return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
 }
 
@@ -673,7 +790,28 @@ void Communicator::Impl::recordFailure(const Status& s, bool notifyPeers) {
     (void)store_->set(prefix_ + "abort",
                       toBytes(std::to_string(static_cast<int>(s.code())) + "|" + s.message()));
   }
+  std::lock_guard<std::mutex> lock(errorMu_);
   if (segment_) segment_->raiseAbort(static_cast<int>(s.code()), rank_);
+}
+
+void Communicator::Impl::releaseResources() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (released_) return;
+    released_ = true;
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> exec(execMu_);
+  p2p_.reset();
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    segment_.reset();
+  }
+  links_.clear();
+  shm_.reset();
+  tcp_.reset();
 }
 
 void Communicator::Impl::fail(const Status& s, bool publish) {
@@ -739,16 +877,18 @@ Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective,
                                const std::function<Status(const detail::CollArgs&)>& body) {
   if (workerStarted_.load(std::memory_order_acquire)) {
     // Keep issue order with earlier asynchronous operations.
-    return enqueue([&] { return execute(fp, collective, body); })->wait();
+    return enqueue(fp.collective, [&] { return execute(fp, collective, body); })->wait();
   }
   std::lock_guard<std::mutex> lock(execMu_);
   return execute(fp, collective, body);
 }
 
-std::shared_ptr<Work> Communicator::Impl::enqueue(std::function<Status()> fn) {
-  auto item = std::make_shared<WorkItem>(std::move(fn));
+std::shared_ptr<Work> Communicator::Impl::enqueue(Collective c, std::function<Status()> fn) {
+  auto item = std::make_shared<WorkItem>(this, c, std::move(fn));
   {
     std::lock_guard<std::mutex> lock(queueMu_);
+    // Released by shrink: the communicator is failed and has no thread left to run anything.
+    if (released_) return std::make_shared<WorkItem>(health());
     if (!worker_.joinable()) {
       worker_ = std::thread([this] { workerLoop(); });
       workerStarted_.store(true, std::memory_order_release);
@@ -776,7 +916,8 @@ void Communicator::Impl::workerLoop() {
 
 Result<std::shared_ptr<Work>> Communicator::Impl::runAsync(
     const detail::Fingerprint& fp, std::function<Status(const detail::CollArgs&)> body) {
-  return enqueue([this, fp, body = std::move(body)] { return execute(fp, true, body); });
+  return enqueue(fp.collective,
+                 [this, fp, body = std::move(body)] { return execute(fp, true, body); });
 }
 
 }  // namespace braid

@@ -73,6 +73,20 @@ braidResult_t braidCommInitFromEnv(braidComm_t* comm);
  * communicator ranked by (key, rank in comm); BRAID_SPLIT_NOCOLOR takes part and gets NULL. */
 #define BRAID_SPLIT_NOCOLOR (-1)
 braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm);
+/** Like ncclCommShrink: a new communicator of comm's ranks that are not in excludeRanksList
+ * (excludeRanksCount ranks of comm, any order, no duplicates; the list may be NULL when the
+ * count is 0), renumbered densely in comm's rank order. Called by every rank that stays, with
+ * the same list, also on a failed comm (after braidCommGetAsyncError reports an error): the
+ * survivors of a dead rank exclude it and go on. A rank that stays but does not call within
+ * BRAID_TIMEOUT_MS is a braidTimeout naming it; a different list is braidInvalidUsage. An
+ * excluded rank need not call; one that does gets *newcomm = NULL. shrinkFlags:
+ * BRAID_SHRINK_DEFAULT releases a failed comm's connections and threads and keeps a healthy one
+ * usable; BRAID_SHRINK_ABORT fails comm first (its operations in flight end on every rank) and
+ * releases it. comm itself is still destroyed with braidCommDestroy. */
+#define BRAID_SHRINK_DEFAULT 0x00
+#define BRAID_SHRINK_ABORT 0x01
+braidResult_t braidCommShrink(braidComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              braidComm_t* newcomm, int shrinkFlags);
 /** Frees the communicator; call on every rank after its last operation. */
 braidResult_t braidCommDestroy(braidComm_t comm);
 /** Fails the communicator (peers' pending operations return errors) and frees it. */

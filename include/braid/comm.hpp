@@ -6,7 +6,8 @@
 // Every rank must issue the same collectives in the same order with matching count, dtype, op and
 // root; a mismatch is reported as kInvalidUsage on every rank (never a hang or a wrong result).
 // Every wait is bounded by BRAID_TIMEOUT_MS. After any error the communicator is failed: later
-// calls return the first error; destroy it (or abort()) and create a new one.
+// calls return the first error; destroy it (or abort()) and create a new one, or shrink() it to
+// the ranks that are left.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,22 @@ class Work {
   /// Waits for completion (bounded by BRAID_TIMEOUT_MS inside the operation) and returns its
   /// outcome.
   virtual Status wait() = 0;
+  /// Waits at most timeoutMs (<= 0: as wait()). When the operation has not finished by then,
+  /// the communicator is failed with a kTimeout naming this rank and the operation (as torch's
+  /// Work.wait(timeout) aborts its communicator): its peers stop waiting too, and the operation
+  /// is given up to a second to stop touching its buffers. A collective that is late on one
+  /// rank is stuck for all, and a buffer released after an error must not be written later.
+  virtual Status wait(int64_t timeoutMs) = 0;
+};
+
+/// How shrink treats the communicator it is called on (NCCL's NCCL_SHRINK_DEFAULT and
+/// NCCL_SHRINK_ABORT).
+enum class ShrinkMode : int {
+  /// A failed communicator is released (see shrink); a healthy one stays usable, as after split.
+  kDefault = 0,
+  /// The communicator is failed first ("aborted by shrink": its operations in flight end with
+  /// that error on every rank) and released.
+  kAbort = 1,
 };
 
 enum class Collective : int {
@@ -84,6 +101,21 @@ class Communicator {
   /// but gets no communicator (a null pointer). The new one shares this one's store and job
   /// secret and works independently of it (its own connections, sequence numbers and thread).
   Result<std::unique_ptr<Communicator>> split(int color, int key);
+
+  /// Collective over the ranks of this communicator that stay (like ncclCommShrink): a new
+  /// communicator of every rank not in `excluded` (ranks of this one, any order, no duplicates),
+  /// renumbered densely in this one's rank order. Made for recovery: it works on a failed
+  /// communicator (the survivors of a killed rank shrink it away), and can also drop a healthy
+  /// rank. Every rank that stays must pass the same set: a different one is kInvalidUsage on
+  /// the ranks that see it, and a rank that stays but does not call within timeoutMs() is a
+  /// kTimeout naming it. An excluded rank need not call (a dead one cannot); one that does takes
+  /// part in the agreement and gets a null pointer, like split's color -1.
+  /// A failed communicator (or any, with ShrinkMode::kAbort) is released here: its progress
+  /// thread stops (queued operations complete with its error), its connections and shared
+  /// segment are closed; it stays failed, and is still destroyed by its owner. The new one
+  /// shares its store, job secret, transport and timeout; repeated shrinks each use fresh keys.
+  Result<std::unique_ptr<Communicator>> shrink(const std::vector<int>& excluded,
+                                               ShrinkMode mode = ShrinkMode::kDefault);
 
   ~Communicator();
   Communicator(const Communicator&) = delete;

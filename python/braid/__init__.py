@@ -58,9 +58,21 @@ class Work:
     def is_completed(self):
         return self._work.test()
 
-    def wait(self):
-        """Waits; returns the output tensor. Raises the operation's BraidError."""
-        self._work.wait()
+    def wait(self, timeout=None):
+        """Waits; returns the output tensor. Raises the operation's BraidError.
+
+        timeout (seconds, or a datetime.timedelta; None or 0: the communicator's timeout, which
+        bounds every operation): when the operation is not done by then, raises
+        BraidTimeoutError naming the rank and the operation, and fails the communicator, as
+        torch's Work.wait(timeout) aborts its process group: the peers stop waiting too, and
+        the operation stops touching its tensors (within a second) before this returns.
+        """
+        if timeout is None:
+            ms = 0
+        else:
+            secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+            ms = max(1, int(float(secs) * 1000)) if float(secs) > 0 else 0
+        self._work.wait(ms)
         self._keep = None
         return self._result
 
@@ -217,6 +229,17 @@ class Communicator:
     def check_health(self):
         """Raises the error that failed the communicator, if any."""
         self._c.check_health()
+
+    def shrink(self, excluded, abort=False):
+        """A new Communicator of the ranks not in ``excluded`` (ranks of this one), renumbered
+        in rank order; None on an excluded rank that calls it. Every rank that stays calls it
+        with the same ranks, also after this communicator failed (the survivors of a dead rank
+        exclude it): a different list raises InvalidUsageError, a rank that stays but does not
+        call within timeout_ms raises BraidTimeoutError naming it. A failed communicator (or
+        any, with abort=True, which fails it first on every rank) is released: threads and
+        connections closed, only its error left. See README "Recovering from a lost rank"."""
+        h = self._c.shrink([int(r) for r in excluded], bool(abort))
+        return None if h is None else Communicator(h)
 
     def close(self):
         self._c.close()

@@ -101,11 +101,12 @@ class PyWork {
  public:
   PyWork(std::shared_ptr<Work> w, int rank) : work_(std::move(w)), rank_(rank) {}
   bool test() { return work_->test(); }
-  void wait() {
+  /// timeoutMs <= 0: bounded by the communicator's timeout inside the operation.
+  void wait(int64_t timeoutMs) {
     Status s;
     {
       py::gil_scoped_release release;
-      s = work_->wait();
+      s = work_->wait(timeoutMs);
     }
     check(s, rank_);
   }
@@ -177,7 +178,9 @@ PyWork async(const CommHolder& h, F&& f) {
 void bindCommunicator(py::module_& m) {
   py::class_<PyWork>(m, "Work")
       .def("test", &PyWork::test, "True when finished; never blocks")
-      .def("wait", &PyWork::wait, "Waits; raises the BraidError of a failed operation");
+      .def("wait", &PyWork::wait, py::arg("timeout_ms") = 0,
+           "Waits; raises the BraidError of a failed operation. timeout_ms > 0: raises "
+           "BraidTimeoutError when not done by then, and fails the communicator");
 
   using H = CommHolder;
   py::class_<H, std::shared_ptr<H>>(m, "Comm")
@@ -277,6 +280,22 @@ void bindCommunicator(py::module_& m) {
             c.abort(reason);
           },
           py::arg("reason") = "aborted by the application")
+      .def(
+          "shrink",
+          [](const H& h, const std::vector<int>& excluded, bool abort) -> std::shared_ptr<H> {
+            Communicator& c = h.get();
+            Result<std::unique_ptr<Communicator>> r = invalidArgument("");
+            {
+              py::gil_scoped_release release;
+              r = c.shrink(excluded, abort ? ShrinkMode::kAbort : ShrinkMode::kDefault);
+            }
+            if (!r.isOk()) raiseStatus(r.status(), h.rank());
+            if (r.value() == nullptr) return nullptr;
+            return std::make_shared<H>(std::move(r.value()));
+          },
+          py::arg("excluded"), py::arg("abort") = false,
+          "A communicator of the ranks not in excluded (None on an excluded rank); see "
+          "Communicator::shrink")
       .def("check_health", [](const H& h) { check(h.get().health(), h.rank()); })
       .def("close", &H::close);
 }

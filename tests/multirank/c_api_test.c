@@ -1,5 +1,6 @@
 /* The C API, compiled as C: rank 0 makes a unique id, forks the other ranks (which inherit it),
- * and every rank initializes, all-reduces, broadcasts, checks error handling and destroys.
+ * and every rank initializes, all-reduces, broadcasts, checks error handling, splits, shrinks
+ * (a healthy rank dropped, then the survivors of an aborted rank), and destroys.
  * Exit status 0 only when every rank passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,64 @@ static int runRank(int rank, int nranks, braidUniqueId id) {
     CHECK(braidCommDestroy(sub) == braidSuccess, "destroy split");
   }
   CHECK(braidCommSplit(comm, 0, 0, NULL) == braidInvalidArgument, "null newcomm");
+
+  /* Shrink's argument checks (nothing is sent: comm stays usable). */
+  braidComm_t shrunk = NULL;
+  int outside = nranks;
+  CHECK(braidCommShrink(comm, &outside, 1, &shrunk, BRAID_SHRINK_DEFAULT) == braidInvalidArgument,
+        "excluding rank %d of %d", outside, nranks);
+  CHECK(braidCommShrink(comm, NULL, 1, &shrunk, BRAID_SHRINK_DEFAULT) == braidInvalidArgument,
+        "null list");
+  CHECK(braidCommShrink(comm, NULL, 0, NULL, BRAID_SHRINK_DEFAULT) == braidInvalidArgument,
+        "null newcomm");
+  CHECK(braidCommShrink(comm, NULL, 0, &shrunk, 7) == braidInvalidArgument, "bad flags");
+  CHECK(braidBarrier(comm) == braidSuccess, "barrier after bad shrinks: %s",
+        braidGetLastError(comm));
+  if (nranks > 1) {
+    /* A healthy shrink dropping rank 0, which calls too and gets NULL; comm stays usable. */
+    int first = 0;
+    r = braidCommShrink(comm, &first, 1, &shrunk, BRAID_SHRINK_DEFAULT);
+    CHECK(r == braidSuccess, "shrink of a healthy rank: %s", braidGetLastError(comm));
+    if (rank == 0) {
+      CHECK(shrunk == NULL, "the excluded rank got a communicator");
+    } else {
+      int n2 = -1, r2 = -1, one = 1;
+      CHECK(braidCommCount(shrunk, &n2) == braidSuccess && n2 == nranks - 1, "shrunk size %d", n2);
+      CHECK(braidCommUserRank(shrunk, &r2) == braidSuccess && r2 == rank - 1, "shrunk rank %d", r2);
+      CHECK(braidAllReduce(&one, &one, 1, braidInt32, braidSum, shrunk) == braidSuccess &&
+                one == nranks - 1,
+            "allreduce on the shrunk communicator gave %d", one);
+      CHECK(braidCommDestroy(shrunk) == braidSuccess, "destroy shrunk");
+    }
+    CHECK(braidBarrier(comm) == braidSuccess, "barrier after shrink: %s", braidGetLastError(comm));
+
+    /* Recovery: the last rank aborts; the others see comm fail, shrink it away (it is failed:
+     * shrink releases it) and go on with the rest. */
+    int last = nranks - 1;
+    if (rank == last) {
+      /* The others may still be finishing the barrier above (an abort is seen at once, through
+       * the host's segment): give them time to leave it. */
+      usleep(500000);
+      CHECK(braidCommAbort(comm) == braidSuccess, "abort");
+      free(buf);
+      return 0;
+    }
+    r = braidBarrier(comm);
+    CHECK(r != braidSuccess, "barrier succeeded although rank %d aborted", last);
+    braidResult_t failed = braidSuccess;
+    CHECK(braidCommGetAsyncError(comm, &failed) == braidSuccess && failed != braidSuccess,
+          "comm not failed");
+    r = braidCommShrink(comm, &last, 1, &shrunk, BRAID_SHRINK_DEFAULT);
+    CHECK(r == braidSuccess && shrunk != NULL, "shrink of a failed comm: %s",
+          braidGetLastError(comm));
+    int n3 = -1, total = rank + 1;
+    CHECK(braidCommCount(shrunk, &n3) == braidSuccess && n3 == nranks - 1, "size %d", n3);
+    CHECK(braidAllReduce(&total, &total, 1, braidInt32, braidSum, shrunk) == braidSuccess &&
+              total == (nranks - 1) * nranks / 2,
+          "allreduce after recovery gave %d", total);
+    CHECK(braidBarrier(comm) != braidSuccess, "the failed comm works again");
+    CHECK(braidCommDestroy(shrunk) == braidSuccess, "destroy shrunk");
+  }
   free(buf);
   CHECK(braidCommDestroy(comm) == braidSuccess, "destroy");
   return 0;

@@ -5,7 +5,9 @@
 //   collectives_check [--quick] [--allreduce-only] [--algos all|NAME,NAME,...]
 // --algos all (the default): every all-reduce algorithm of the table that can run on these ranks
 // (Communicator::algorithms), then auto; a list names algorithms (and auto) explicitly.
-//   collectives_check --scenario kill|stall|mismatch-count|mismatch-order
+//   collectives_check --scenario kill|stall|mismatch-count|mismatch-order|shrink-kill|
+//                                shrink-healthy|shrink-mismatch|shrink-silent|split-silent|
+//                                wait-timeout
 #include <signal.h>
 #include <unistd.h>
 
@@ -356,6 +358,40 @@ uint64_t readFaultStamp() {
   }
   return ns;
 }
+// The victim's fault, 30 ms from now: SIGKILL, or SIGSTOP (and a helper process that kills it
+// timeoutMs + 4 s later), after writing the fault stamp.
+void armFault(bool stall, int64_t timeoutMs) {
+  if (stall) {
+    pid_t self = getpid();
+    if (fork() == 0) {
+      usleep(static_cast<useconds_t>((timeoutMs + 4000) * 1000));
+      kill(self, SIGKILL);
+      _exit(0);
+    }
+  }
+  std::thread([stall] {
+    usleep(30000);
+    std::string tmp = faultStampPath() + ".tmp";
+    if (FILE* f = fopen(tmp.c_str(), "w")) {
+      fprintf(f, "%llu\n", static_cast<unsigned long long>(nowNs()));
+      fclose(f);
+      rename(tmp.c_str(), faultStampPath().c_str());
+    }
+    raise(stall ? SIGSTOP : SIGKILL);
+  }).detach();
+}
+
+// Large all-reduces until one fails (the victim's fault); the error, or ok if none came.
+Status allReduceUntilFailure(Communicator* comm, std::vector<float>& buf, uint64_t* start) {
+  for (int iter = 0; iter < 100000; ++iter) {
+    *start = nowNs();
+    Status s =
+        comm->allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    if (!s.isOk()) return s;
+  }
+  return Status::ok();
+}
+
 int scenarioKill(Communicator* comm, bool stall) {
   const int victim = comm->size() - 1;
   const size_t count = size_t{16} << 20;  // 64 MiB of float
@@ -365,46 +401,28 @@ int scenarioKill(Communicator* comm, bool stall) {
   // A stall is seen only after BRAID_TIMEOUT_MS without progress, and progress goes on for a
   // while after the fault (data already in socket buffers): one more second for it.
   const int64_t limitMs = timeoutMs + (stall ? 3000 : 2000);
-  if (comm->rank() == victim) {
-    if (stall) {
-      pid_t self = getpid();
-      if (fork() == 0) {
-        usleep(static_cast<useconds_t>((timeoutMs + 4000) * 1000));
-        kill(self, SIGKILL);
-        _exit(0);
-      }
-    }
-    std::thread([stall] {
-      usleep(30000);
-      std::string tmp = faultStampPath() + ".tmp";
-      if (FILE* f = fopen(tmp.c_str(), "w")) {
-        fprintf(f, "%llu\n", static_cast<unsigned long long>(nowNs()));
-        fclose(f);
-        rename(tmp.c_str(), faultStampPath().c_str());
-      }
-      raise(stall ? SIGSTOP : SIGKILL);
-    }).detach();
+  if (comm->rank() == victim) armFault(stall, timeoutMs);
+  uint64_t start = 0;
+  Status s = allReduceUntilFailure(comm, buf, &start);
+  if (s.isOk()) {
+    fprintf(stderr, "rank %d: FAIL no error although rank %d was killed\n", comm->rank(), victim);
+    return 1;
   }
-  for (int iter = 0; iter < 100000; ++iter) {
-    uint64_t start = nowNs();
-    Status s = comm->allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
-    if (s.isOk()) continue;
-    uint64_t fault = readFaultStamp();
-    double ms = static_cast<double>(nowNs() - std::max(start, fault)) / 1e6;
-    std::string needle = "rank " + std::to_string(victim);
-    bool named = s.message().find(needle) != std::string::npos;
-    printf("rank %d: error %.0f ms after the fault (limit %lld): %s\n", comm->rank(), ms,
-           static_cast<long long>(limitMs), s.toString().c_str());
-    if (!named) fprintf(stderr, "rank %d: FAIL error does not name %s\n", comm->rank(), needle.c_str());
-    if (ms > static_cast<double>(limitMs)) fprintf(stderr, "rank %d: FAIL too slow\n", comm->rank());
-    // Later calls fail at once with the same error.
-    Status again = comm->barrier();
-    bool sticky = !again.isOk();
-    if (!sticky) fprintf(stderr, "rank %d: FAIL communicator still usable after failure\n", comm->rank());
-    return named && sticky && ms <= static_cast<double>(limitMs) ? 0 : 1;
-  }
-  fprintf(stderr, "rank %d: FAIL no error although rank %d was killed\n", comm->rank(), victim);
-  return 1;
+  uint64_t fault = readFaultStamp();
+  double ms = static_cast<double>(nowNs() - std::max(start, fault)) / 1e6;
+  std::string needle = "rank " + std::to_string(victim);
+  bool named = s.message().find(needle) != std::string::npos;
+  printf("rank %d: error %.0f ms after the fault (limit %lld): %s\n", comm->rank(), ms,
+         static_cast<long long>(limitMs), s.toString().c_str());
+  if (!named)
+    fprintf(stderr, "rank %d: FAIL error does not name %s\n", comm->rank(), needle.c_str());
+  if (ms > static_cast<double>(limitMs)) fprintf(stderr, "rank %d: FAIL too slow\n", comm->rank());
+  // Later calls fail at once with the same error.
+  Status again = comm->barrier();
+  bool sticky = !again.isOk();
+  if (!sticky)
+    fprintf(stderr, "rank %d: FAIL communicator still usable after failure\n", comm->rank());
+  return named && sticky && ms <= static_cast<double>(limitMs) ? 0 : 1;
 }
 
 // mismatch-count / mismatch-order: every rank must get kInvalidUsage, and the error must name
@@ -431,6 +449,250 @@ int scenarioMismatch(Communicator* comm, bool order) {
   }
   if (s.message().find("mismatch") == std::string::npos) {
     fprintf(stderr, "rank %d: FAIL message does not describe the mismatch\n", r);
+    return 1;
+  }
+  return 0;
+}
+
+// The whole matrix on one communicator (the one created, or the one a shrink made).
+int runMatrix(Communicator* comm, std::vector<std::string> algos, bool quick, bool allReduceOnly) {
+  Checker c{comm};
+  if (algos.empty()) {
+    algos = comm->algorithms(Collective::kAllReduce);
+    algos.push_back("auto");
+  }
+  if (comm->rank() == 0) {
+    printf("# collectives-check: %d ranks on %d host(s), %s\n", comm->size(), comm->numHosts(),
+           quick ? "quick" : "full matrix");
+    std::string list;
+    for (const std::string& a : algos) list += (list.empty() ? "" : ", ") + a;
+    printf("# all-reduce algorithms: %s\n", list.c_str());
+  }
+  runBadArgs(c);
+  runAllReduceMatrix(c, algos, quick);
+  if (allReduceOnly) return finish(c, "all-reduce");
+  runOtherCollectives(c, quick);
+  runAsync(c);
+  runSplit(c);
+  return finish(c, "collectives");
+}
+
+// Checks what a shrink returned on a rank that stays: its size and the dense renumbering.
+bool checkShrunk(Communicator* old, const Result<std::unique_ptr<Communicator>>& shrunk,
+                 const std::vector<int>& excluded) {
+  const int r = old->rank();
+  if (!shrunk.isOk()) {
+    fprintf(stderr, "rank %d: FAIL shrink: %s\n", r, shrunk.status().toString().c_str());
+    return false;
+  }
+  const Communicator* next = shrunk.value().get();
+  if (next == nullptr) {
+    fprintf(stderr, "rank %d: FAIL shrink returned no communicator to a rank that stays\n", r);
+    return false;
+  }
+  int below = 0;
+  for (int q : excluded) below += q < r ? 1 : 0;
+  const int wantSize = old->size() - static_cast<int>(excluded.size());
+  if (next->size() != wantSize || next->rank() != r - below) {
+    fprintf(stderr, "rank %d: FAIL shrink gave rank %d of %d, expected %d of %d\n", r, next->rank(),
+            next->size(), r - below, wantSize);
+    return false;
+  }
+  return true;
+}
+
+// shrink-kill: rank 2 (the last rank of fewer than 4) SIGKILLs itself in the middle of large
+// all-reduces; the survivors get the error, shrink it away within BRAID_TIMEOUT_MS + 2 s (the
+// failed communicator stays failed), and run the whole matrix (quick sizes) on the new
+// communicator, where the ranks above the victim moved down by one.
+int scenarioShrinkKill(Communicator* comm, const std::vector<std::string>& algos) {
+  const int victim = std::min(2, comm->size() - 1);
+  const int r = comm->rank();
+  if (victim == 0) return 2;
+  std::vector<float> buf(size_t{4} << 20, 1.0f);
+  if (!comm->barrier().isOk()) return 3;
+  const int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
+  if (r == victim) armFault(false, timeoutMs);
+  uint64_t start = 0;
+  Status s = allReduceUntilFailure(comm, buf, &start);
+  if (s.isOk()) {
+    fprintf(stderr, "rank %d: FAIL no error although rank %d was killed\n", r, victim);
+    return 1;
+  }
+  const uint64_t t0 = nowNs();
+  auto shrunk = comm->shrink({victim});
+  const double ms = static_cast<double>(nowNs() - t0) / 1e6;
+  printf("rank %d: after \"%s\", shrink took %.0f ms\n", r, s.toString().c_str(), ms);
+  if (!checkShrunk(comm, shrunk, {victim})) return 1;
+  if (ms > static_cast<double>(timeoutMs + 2000)) {
+    fprintf(stderr, "rank %d: FAIL shrink took %.0f ms\n", r, ms);
+    return 1;
+  }
+  if (comm->barrier().isOk() || comm->health().isOk()) {
+    fprintf(stderr, "rank %d: FAIL the failed communicator works again after shrink\n", r);
+    return 1;
+  }
+  return runMatrix(shrunk.value().get(), algos, true, false);
+}
+
+// shrink-healthy: rank 1 is dropped while healthy and calls shrink too (it gets no
+// communicator); the parent stays usable beside the new one; then the new one shrinks again
+// (fresh keys) dropping its rank 0, and the rest all-reduce.
+int scenarioShrinkHealthy(Communicator* comm) {
+  const int r = comm->rank(), p = comm->size();
+  auto shrunk = comm->shrink({1});
+  if (r == 1) {
+    if (!shrunk.isOk() || shrunk.value() != nullptr) {
+      fprintf(stderr, "rank 1: FAIL an excluded caller should get no communicator: %s\n",
+              shrunk.status().toString().c_str());
+      return 1;
+    }
+  } else {
+    if (!checkShrunk(comm, shrunk, {1})) return 1;
+    Communicator* next = shrunk.value().get();
+    std::vector<double> v(1003, r + 1.0);
+    Status s = next->allReduce(v.data(), v.data(), v.size(), DataType::kFloat64, ReduceOp::kSum);
+    const double want = p * (p + 1) / 2.0 - 2.0;  // every old rank's r + 1 but rank 1's
+    if (!s.isOk() || v[0] != want || v[1002] != want) {
+      fprintf(stderr, "rank %d: FAIL allreduce after shrink: %s, %g (expected %g)\n", r,
+              s.toString().c_str(), v[0], want);
+      return 1;
+    }
+    if (next->size() >= 2) {
+      auto again = next->shrink({0});
+      if (next->rank() == 0) {
+        if (!again.isOk() || again.value() != nullptr) {
+          fprintf(stderr, "rank %d: FAIL second shrink on its excluded rank\n", r);
+          return 1;
+        }
+      } else {
+        if (!checkShrunk(next, again, {0})) return 1;
+        int one = 1;
+        s = again.value()->allReduce(&one, &one, 1, DataType::kInt32, ReduceOp::kSum);
+        if (!s.isOk() || one != p - 2) {
+          fprintf(stderr, "rank %d: FAIL allreduce after the second shrink: %s, %d\n", r,
+                  s.toString().c_str(), one);
+          return 1;
+        }
+      }
+    }
+  }
+  std::vector<float> w(16, 1.0f);
+  Status s = comm->allReduce(w.data(), w.data(), w.size(), DataType::kFloat32, ReduceOp::kSum);
+  if (!s.isOk() || w[0] != static_cast<float>(p)) {
+    fprintf(stderr, "rank %d: FAIL the parent after a healthy shrink: %s\n", r,
+            s.toString().c_str());
+    return 1;
+  }
+  printf("rank %d: healthy shrinks passed\n", r);
+  return 0;
+}
+
+// shrink-mismatch: the lower half of the ranks excludes the last rank, the upper half the one
+// before it; every rank gets kInvalidUsage naming both lists, before the deadline.
+int scenarioShrinkMismatch(Communicator* comm) {
+  const int r = comm->rank(), p = comm->size();
+  const int excluded = r < p / 2 ? p - 1 : p - 2;
+  const uint64_t t0 = nowNs();
+  auto shrunk = comm->shrink({excluded});
+  const double ms = static_cast<double>(nowNs() - t0) / 1e6;
+  const Status s = shrunk.status();
+  printf("rank %d: %.0f ms: %s\n", r, ms, s.toString().c_str());
+  if (s.code() != Code::kInvalidUsage || s.message().find("same excluded") == std::string::npos ||
+      s.message().find("[" + std::to_string(p - 1) + "]") == std::string::npos ||
+      s.message().find("[" + std::to_string(p - 2) + "]") == std::string::npos) {
+    fprintf(stderr, "rank %d: FAIL expected invalid usage naming both lists\n", r);
+    return 1;
+  }
+  if (ms > static_cast<double>(paramInt("BRAID_TIMEOUT_MS"))) {
+    fprintf(stderr, "rank %d: FAIL a mismatch should not wait for the deadline\n", r);
+    return 1;
+  }
+  return 0;
+}
+
+// A silent peer: the last rank stays away for BRAID_TIMEOUT_MS + 2.5 s; on every other rank
+// call() must end in a kTimeout whose message holds `needle`, within BRAID_TIMEOUT_MS + 2 s.
+template <typename F>
+int expectTimeoutWhileLastIsSilent(Communicator* comm, const std::string& needle, F call) {
+  const int r = comm->rank(), p = comm->size();
+  const int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
+  if (r == p - 1) {
+    usleep(static_cast<useconds_t>((timeoutMs + 2500) * 1000));
+    return 0;
+  }
+  const uint64_t t0 = nowNs();
+  const Status s = call();
+  const double ms = static_cast<double>(nowNs() - t0) / 1e6;
+  printf("rank %d: %.0f ms (limit %lld): %s\n", r, ms, static_cast<long long>(timeoutMs + 2000),
+         s.toString().c_str());
+  if (s.code() != Code::kTimeout || s.message().find(needle) == std::string::npos) {
+    fprintf(stderr, "rank %d: FAIL expected a timeout naming rank %d ('%s')\n", r, p - 1,
+            needle.c_str());
+    return 1;
+  }
+  if (ms > static_cast<double>(timeoutMs + 2000)) {
+    fprintf(stderr, "rank %d: FAIL too slow\n", r);
+    return 1;
+  }
+  return 0;
+}
+
+// shrink-silent: rank 1 leaves and the last rank (which stays) never calls shrink; the others
+// get a kTimeout naming the last rank.
+int scenarioShrinkSilent(Communicator* comm) {
+  if (comm->rank() == 1) return 0;
+  const std::string last = std::to_string(comm->size() - 1);
+  return expectTimeoutWhileLastIsSilent(comm, "rank(s) [" + last + "] did not call shrink",
+                                        [&] { return comm->shrink({1}).status(); });
+}
+
+// split-silent: the last rank never calls split; the others get a kTimeout naming it (split's
+// exchange is a collective of the parent).
+int scenarioSplitSilent(Communicator* comm) {
+  if (!comm->barrier().isOk()) return 3;
+  const std::string last = std::to_string(comm->size() - 1);
+  return expectTimeoutWhileLastIsSilent(comm, "rank " + last,
+                                        [&] { return comm->split(0, comm->rank()).status(); });
+}
+
+// wait-timeout: the last rank joins an asynchronous all-reduce only BRAID_TIMEOUT_MS / 2 + 2 s
+// late; the others' Work::wait(BRAID_TIMEOUT_MS / 4) returns kTimeout naming their rank and the
+// all-reduce within 2 s of that limit, and fails the communicator: a later collective fails on
+// every rank, the late one included.
+int scenarioWaitTimeout(Communicator* comm) {
+  const int r = comm->rank(), p = comm->size();
+  const int64_t timeoutMs = paramInt("BRAID_TIMEOUT_MS");
+  std::vector<float> buf(1 << 16, 1.0f);
+  if (!comm->barrier().isOk()) return 3;
+  if (r == p - 1) usleep(static_cast<useconds_t>((timeoutMs / 2 + 2000) * 1000));
+  auto w =
+      comm->allReduceAsync(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+  if (!w.isOk()) {
+    fprintf(stderr, "rank %d: FAIL allReduceAsync: %s\n", r, w.status().toString().c_str());
+    return 1;
+  }
+  const int64_t limit = timeoutMs / 4;
+  const uint64_t t0 = nowNs();
+  Status s = w.value()->wait(limit);
+  const double ms = static_cast<double>(nowNs() - t0) / 1e6;
+  printf("rank %d: wait(%lld) returned after %.0f ms: %s\n", r, static_cast<long long>(limit), ms,
+         s.toString().c_str());
+  if (r != p - 1) {
+    if (s.code() != Code::kTimeout || s.message().find("rank " + std::to_string(r)) != 0 ||
+        s.message().find("allreduce") == std::string::npos) {
+      fprintf(stderr, "rank %d: FAIL expected a timeout naming this rank and the all-reduce\n", r);
+      return 1;
+    }
+    if (ms > static_cast<double>(limit + 2000) || ms < static_cast<double>(limit) - 1) {
+      fprintf(stderr, "rank %d: FAIL wait(%lld) took %.0f ms\n", r, static_cast<long long>(limit),
+              ms);
+      return 1;
+    }
+  }
+  // Failed everywhere now (the late rank learns it from the store record or its peers).
+  if (comm->barrier().isOk()) {
+    fprintf(stderr, "rank %d: FAIL the communicator works after a Work.wait timeout\n", r);
     return 1;
   }
   return 0;
@@ -467,7 +729,8 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
-              "kill|mismatch-count|mismatch-order]\n",
+              "kill|stall|mismatch-count|mismatch-order|shrink-kill|shrink-healthy|"
+              "shrink-mismatch|shrink-silent|split-silent|wait-timeout]\n",
               argv[0]);
       return 2;
     }
@@ -482,27 +745,15 @@ int main(int argc, char** argv) {
   if (scenario == "stall") return scenarioKill(comm.get(), true);
   if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), false);
   if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), true);
+  if (scenario == "shrink-kill") return scenarioShrinkKill(comm.get(), algos);
+  if (scenario == "shrink-healthy") return scenarioShrinkHealthy(comm.get());
+  if (scenario == "shrink-mismatch") return scenarioShrinkMismatch(comm.get());
+  if (scenario == "shrink-silent") return scenarioShrinkSilent(comm.get());
+  if (scenario == "wait-timeout") return scenarioWaitTimeout(comm.get());
+  if (scenario == "split-silent") return scenarioSplitSilent(comm.get());
   if (!scenario.empty()) {
     fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
-  Checker c{comm.get()};
-  if (algos.empty()) {
-    algos = comm->algorithms(Collective::kAllReduce);
-    algos.push_back("auto");
-  }
-  if (comm->rank() == 0) {
-    printf("# collectives-check: %d ranks on %d host(s), %s\n", comm->size(), comm->numHosts(),
-           quick ? "quick" : "full matrix");
-    std::string list;
-    for (const std::string& a : algos) list += (list.empty() ? "" : ", ") + a;
-    printf("# all-reduce algorithms: %s\n", list.c_str());
-  }
-  runBadArgs(c);
-  runAllReduceMatrix(c, algos, quick);
-  if (allReduceOnly) return finish(c, "all-reduce");
-  runOtherCollectives(c, quick);
-  runAsync(c);
-  runSplit(c);
-  return finish(c, "collectives");
+  return runMatrix(comm.get(), algos, quick, allReduceOnly);
 }

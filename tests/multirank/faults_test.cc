@@ -1,9 +1,13 @@
 // Fault scenarios with real processes: a rank killed mid-collective, mismatched counts and
-// mismatched collective order, over shm (one host) and over tcp. Each launch runs
-// collectives_check --scenario ...; the check program asserts the error on every surviving rank
-// (named rank, code, deadline) and exits 0 only then.
+// mismatched collective order, over shm (one host) and over tcp; and recovery (Recovery/*, its
+// own CTest entry): the survivors of a killed rank shrink it away and run the matrix on the new
+// communicator, a healthy rank dropped, mismatched excluded lists, a survivor that never calls
+// shrink, and Work::wait(timeout). Each launch runs collectives_check --scenario ...; the check
+// program asserts the outcome on every surviving rank (named rank, code, deadline) and exits 0
+// only then.
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -39,14 +43,27 @@ TEST_P(FaultTest, EverySurvivorReportsTheFault) {
   unlink(("/tmp/braid-fault-stamp-" + std::to_string(getpid())).c_str());
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   ASSERT_FALSE(result->timedOut) << "a rank hung";
-  const bool kill = std::string(c.scenario) == "kill" || std::string(c.scenario) == "stall";
+  const std::string scenario = c.scenario;
+  const int victim = scenario == "kill" || scenario == "stall" ? c.ranks - 1
+                     : scenario == "shrink-kill"               ? std::min(2, c.ranks - 1)
+                                                               : -1;
   for (int r = 0; r < c.ranks; ++r) {
-    if (kill && r == c.ranks - 1) {
+    if (r == victim) {
       EXPECT_EQ(result->exitCodes[r], 128 + 9) << "the victim should have died by SIGKILL (its own, or its watchdog's after SIGSTOP)";
     } else {
       EXPECT_EQ(result->exitCodes[r], 0) << "rank " << r << " did not report the fault as expected";
     }
   }
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = std::string(info.param.scenario) + "_" + info.param.transport + "_" +
+                     std::to_string(info.param.ranks);
+  if (*info.param.algo != '\0') name += "_" + std::string(info.param.algo).substr(10);
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';
+  }
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -58,15 +75,17 @@ INSTANTIATE_TEST_SUITE_P(
                       // A tree all-reduce against tree broadcasts: every rank waits to receive,
                       // nothing is in flight to carry the mismatch (found through the store).
                       Case{"mismatch-order", "tcp", 4, "allreduce:tree"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = std::string(info.param.scenario) + "_" + info.param.transport + "_" +
-                         std::to_string(info.param.ranks);
-      if (*info.param.algo != '\0') name += "_" + std::string(info.param.algo).substr(10);
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+    caseName);
+
+INSTANTIATE_TEST_SUITE_P(
+    Recovery, FaultTest,
+    ::testing::Values(Case{"shrink-kill", "auto", 4}, Case{"shrink-kill", "tcp", 4},
+                      Case{"shrink-kill", "auto", 3}, Case{"shrink-healthy", "auto", 4},
+                      Case{"shrink-healthy", "tcp", 5}, Case{"shrink-mismatch", "auto", 4},
+                      Case{"shrink-mismatch", "tcp", 3}, Case{"shrink-silent", "auto", 4},
+                      Case{"split-silent", "auto", 3}, Case{"wait-timeout", "auto", 3},
+                      Case{"wait-timeout", "tcp", 2}),
+    caseName);
 
 }  // namespace
 }  // namespace braid::launch

@@ -5,6 +5,7 @@ ranks with the rank in the message and in .rank.
 """
 
 import os
+import time
 
 import numpy as np
 import torch
@@ -89,6 +90,26 @@ def worker(rank, world):
         else:
             raise AssertionError("the hook's future completed without the peer's error")
         hook.close()
+    comm.close()
+
+    # 5. Work.wait(timeout): rank 1 joins 1.5 s late; rank 0's wait(0.3 s) raises
+    #    BraidTimeoutError naming it and the all-reduce, well before rank 1 arrives, and fails
+    #    the communicator on both ranks.
+    comm = braid.Communicator.from_store(torch.distributed.PrefixStore("d/", store), rank, world)
+    comm.barrier()
+    if rank == 1:
+        time.sleep(1.5)
+    t = torch.ones(1 << 12)
+    w = comm.all_reduce(t, async_op=True)
+    if rank == 0:
+        t0 = time.monotonic()
+        msg = expect(braid.BraidTimeoutError, lambda: w.wait(timeout=0.3), rank,
+                     mention="allreduce")
+        assert time.monotonic() - t0 < 1.3, f"wait(timeout=0.3) took {time.monotonic() - t0} s"
+        print(f"rank {rank}: wait timeout -> {msg[:160]}", flush=True)
+        expect(braid.BraidTimeoutError, comm.check_health, rank)
+    else:
+        expect(braid.BraidError, w.wait, rank)
     comm.close()
     return 0
 

@@ -1,12 +1,16 @@
 // MPI bootstrap (compiled only with BRAID_WITH_MPI): rank and size come from MPI_COMM_WORLD, the
-// local rank from a shared-memory split; rank 0 serves a TCP store on an ephemeral port and
-// broadcasts "host:port" with MPI_Bcast. MPI is initialized here when the application has not
+// local rank from the ranks' processor names; rank 0 serves a TCP store on an ephemeral port and
+// broadcasts "host:port" (MPI_Ibcast, polled until BRAID_TIMEOUT_MS: a rank that never joins is
+// a timeout, not a hang). MPI is initialized here when the application has not
 // done so, and then finalized at exit, never while braid may still run.
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
@@ -29,6 +33,28 @@ Status mpiError(const char* what, int rc) {
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
   return systemError(std::string(what) + " failed: " + std::string(text, length));
+}
+
+// Completes a non-blocking collective by polling it (MPI_Test progresses it) until the deadline:
+// a rank that never enters the collective (stopped, hung before braid, or calling something
+// else) becomes a timeout naming the situation instead of a wait without end. A timed-out
+// request is left pending: MPI cannot cancel a collective, and the process is failing anyway.
+Status completeBy(MPI_Request* request, Deadline deadline, int64_t timeoutMs, int rank,
+                  const char* what, const char* waitingFor) {
+  useconds_t pause = 50;
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpiError(what, rc);
+    if (done) return Status::ok();
+    if (deadline.expired()) {
+      return timeoutError("MPI bootstrap, rank " + std::to_string(rank) + ": " + what +
+                          " did not complete within BRAID_TIMEOUT_MS=" + std::to_string(timeoutMs) +
+                          " ms: " + waitingFor);
+    }
+    usleep(pause);
+    pause = std::min<useconds_t>(pause * 2, 5000);
+  }
 }
 
 }  // namespace
@@ -62,17 +88,35 @@ Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline, int64_t timeoutMs) {
     }
   }
 
-  MPI_Comm local;
-  int rc =
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local);
-  if (rc != MPI_SUCCESS) return mpiError("MPI_Comm_split_type", rc);
+  // Local rank and size from every rank's processor name (its host), gathered without blocking
+  // (MPI_Comm_split_type has no non-blocking form): the first collective of the bootstrap, where
+  // a rank that never arrives is seen.
+  char name[MPI_MAX_PROCESSOR_NAME];
+  std::memset(name, 0, sizeof(name));
+  int nameLength = 0;
+  int rc = MPI_Get_processor_name(name, &nameLength);
+  if (rc != MPI_SUCCESS) return mpiError("MPI_Get_processor_name", rc);
+  std::vector<char> names(static_cast<size_t>(info.size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Request request;
+  rc = MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                      MPI_CHAR, MPI_COMM_WORLD, &request);
+  if (rc != MPI_SUCCESS) return mpiError("MPI_Iallgather", rc);
+  BRAID_RETURN_IF_ERROR(completeBy(&request, deadline, timeoutMs, info.rank,
+                                   "MPI_Iallgather of the host names",
+                                   "some rank of MPI_COMM_WORLD has not started braid's bootstrap "
+                                   "(stopped, or busy before creating its communicator)"));
   int localSize = 0;
-  MPI_Comm_rank(local, &info.localRank);
-  MPI_Comm_size(local, &localSize);
-  MPI_Comm_free(&local);
+  info.localRank = 0;
+  for (int r = 0; r < info.size; ++r) {
+    if (std::strncmp(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME, name,
+                     MPI_MAX_PROCESSOR_NAME) != 0) {
+      continue;
+    }
+    if (r < info.rank) ++info.localRank;
+    ++localSize;
+  }
   // Every rank on one host: loopback is enough. Else the interface BRAID_SOCKET_IFNAME picks.
-  int allLocal = localSize == info.size ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &allLocal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const bool allLocal = localSize == info.size;
 
   // Rank 0 starts the server; a failure there is broadcast as an empty address so that every
   // rank fails instead of waiting.
@@ -103,8 +147,13 @@ Result<BootstrapInfo> bootstrapFromMpi(Deadline deadline, int64_t timeoutMs) {
       }
     }
   }
-  rc = MPI_Bcast(address, kAddressBytes, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return mpiError("MPI_Bcast of the store address", rc);
+  rc = MPI_Ibcast(address, kAddressBytes, MPI_CHAR, 0, MPI_COMM_WORLD, &request);
+  if (rc != MPI_SUCCESS) return mpiError("MPI_Ibcast of the store address", rc);
+  BRAID_RETURN_IF_ERROR(completeBy(
+      &request, deadline, timeoutMs, info.rank, "MPI_Ibcast of the store address from rank 0",
+      info.rank == 0 ? "a rank of MPI_COMM_WORLD did not take it"
+                     : "rank 0 did not send it (stopped, or still starting "
+                       "the store)"));
   if (!serverStatus.isOk()) return serverStatus.withContext("MPI bootstrap, rank 0 store");
   if (address[0] == '\0') {
     return remoteError("MPI bootstrap: rank 0 could not start the TCP store (see its log)");
