@@ -9,6 +9,7 @@ launch.py shrink_worker 4 --killed 2 (the launcher expects rank 2 to die by SIGK
 
 import os
 import subprocess
+import time
 
 import torch
 
@@ -43,13 +44,16 @@ def worker(rank, world):
     step, recovered = 0, False
     while step < STEPS:
         x, y = batch(step, comm.rank)
-        if rank == VICTIM and step == KILL_STEP:
-            # kill -9 from outside 10 ms from now, within the step (a thread of this process
-            # would need the GIL first).
-            subprocess.Popen(["sh", "-c", f"sleep 0.01; kill -9 {os.getpid()}"])
         try:
             opt.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            if rank == VICTIM and step == KILL_STEP:
+                # kill -9 from outside, between this rank's forward and backward, while the
+                # others wait in the step's all-reduces; the sleep keeps a fast machine from
+                # finishing the run first.
+                subprocess.Popen(["sh", "-c", f"sleep 0.01; kill -9 {os.getpid()}"])
+                time.sleep(60)
+            loss.backward()
             opt.step()
             step += 1
         except braid.BraidError as e:  # what the recipe catches (backward raises it as is)
