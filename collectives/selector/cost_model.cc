@@ -54,6 +54,7 @@ std::string FabricModel::serialize() const {
 }
 
 Result<FabricModel> FabricModel::parse(const std::string& text) {
+  constexpr int kMaxCoresPerHost = 1 << 20;
   FabricModel m;
   std::istringstream in(text);
   std::string item;
@@ -78,7 +79,15 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "gamma_us_per_byte") m.gammaUsPerByte = v;
     else if (key == "copy_us_per_byte") m.copyUsPerByte = v;
     else if (key == "sync_us") m.syncUs = v;
-    else if (key == "cores_per_host") m.coresPerHost = static_cast<int>(v);
+    else if (key == "cores_per_host") {
+      // An int: a value past its range would be undefined to convert (and a nonsense model).
+      if (v > kMaxCoresPerHost || v != std::floor(v)) {
+        return invalidArgument("fabric model: cores_per_host in '" + item +
+                               "' is not a whole number of cores up to " +
+                               std::to_string(kMaxCoresPerHost));
+      }
+      m.coresPerHost = static_cast<int>(v);
+    }
     else if (key == "intra_beta_mid_us_per_byte") m.intra.betaMidUsPerByte = v;
     else if (key == "intra_beta_sym_mid_us_per_byte") m.intra.betaSymMidUsPerByte = v;
     else if (key == "inter_beta_mid_us_per_byte") m.inter.betaMidUsPerByte = v;
