@@ -181,27 +181,50 @@ TEST(StoreAbuseTest, JobCreatesAndSplitsWhileForeignClientsAbuseTheStore) {
 }
 
 TEST(StoreAbuseTest, AFullConnectionTableEvictsTheOldestForeignConnection) {
-  const size_t kForeign = kStoreMaxConnections + 16;
-  if (!fdsAllow(2 * kForeign + 256)) {
-    GTEST_SKIP() << "needs " << 2 * kForeign + 256 << " descriptors (ulimit -n)";
-  }
+  // A table of a few hundred: the server's limit follows this process's descriptor limit, lowered
+  // here (and restored), while a child holds the foreign connections under its own.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_cur < 1024) GTEST_SKIP() << "needs ulimit -n >= 1024";
+  rlimit low = saved;
+  low.rlim_cur = 448;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const size_t limit = storeConnectionLimit();
   auto server = createTcpStore("127.0.0.1", 0, true, Deadline::afterMs(5000));
   ASSERT_TRUE(server.isOk()) << server.status().toString();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);  // the server keeps the limit it started with
+  EXPECT_EQ(limit, 448u - 64);
   const int port = tcpStorePort(server->get());
-  std::vector<Fd> foreign;
-  for (size_t i = 0; i < kForeign; ++i) {
-    foreign.push_back(rawConnect(port));
-    ASSERT_TRUE(foreign.back().valid()) << "foreign connection " << i;
+  const size_t foreign = limit + 16;
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  pid_t holder = fork();
+  if (holder == 0) {
+    // Opens the foreign connections; reports 'o' when the oldest was closed and the newest not.
+    std::vector<Fd> fds;
+    for (size_t i = 0; i < foreign; ++i) fds.push_back(rawConnect(port));
+    const bool oldestGone = closedWithin(fds.front(), 3000);
+    const bool newestOpen = !closedWithin(fds.back(), 200);
+    const char verdict = oldestGone && newestOpen ? 'o' : oldestGone ? 'n' : 'x';
+    (void)!write(ready[1], &verdict, 1);
+    char c;
+    (void)!read(release[0], &c, 1);  // hold the connections until the parent is done
+    _exit(0);
   }
-  // The first ones made room for the later ones.
-  EXPECT_TRUE(closedWithin(foreign.front(), 2000)) << "the oldest foreign connection stays open";
-  EXPECT_FALSE(closedWithin(foreign.back(), 200)) << "the newest foreign connection was closed";
-  // A real client connects and is served, and so is the whole job.
+  char verdict = 0;
+  ASSERT_EQ(read(ready[0], &verdict, 1), 1);
+  EXPECT_NE(verdict, 'x') << "the oldest foreign connection stayed open at the limit";
+  EXPECT_NE(verdict, 'n') << "the newest foreign connection was closed";
+  // The table is full of foreign connections: a real client still connects and is served, and so
+  // is the whole job.
   auto client = createTcpStore("127.0.0.1", port, false, Deadline::afterMs(5000));
   ASSERT_TRUE(client.isOk()) << client.status().toString();
-  ASSERT_TRUE((*client)->set("k", {7}).isOk());
+  EXPECT_TRUE((*client)->set("k", {7}).isOk());
   std::vector<int> codes = runJob(port, nullptr);
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  (void)!write(release[1], "x", 1);
+  waitpid(holder, nullptr, 0);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,7 +75,7 @@ struct ResponseHeader {
 //     connecting (foreign, idle or slow-loris connections), and every later one within
 //     kStoreRequestMs of its first byte; between requests a connection that has spoken the
 //     protocol may stay idle as long as it likes (a rank between phases of its job).
-//   - count: at most kStoreMaxConnections. At the limit a new connection evicts the oldest one
+//   - count: at most storeConnectionLimit(). At the limit a new connection evicts the oldest one
 //     that has not completed a request yet; when every connection has, the new one is closed.
 //     When accept() runs out of descriptors, the listener rests for a moment instead of spinning.
 //   - fairness: each poll round reads at most kReadBudget bytes from a connection, and nothing
@@ -251,7 +252,7 @@ class TcpStoreServer {
       ++open;
       if (!o.spoken && (oldest == nullptr || o.acceptedNs < oldest->acceptedNs)) oldest = &o;
     }
-    if (open >= kStoreMaxConnections) {
+    if (open >= maxConnections_) {
       if (oldest == nullptr) {
         BRAID_WARN("TCP store server: refusing %s: %zu connections open, all of them clients",
                    c->peer.c_str(), open);
@@ -493,6 +494,7 @@ class TcpStoreServer {
   // Owned by the server thread once it runs.
   std::vector<Client> clients_;
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
+  size_t maxConnections_ = storeConnectionLimit();
   uint64_t nextId_ = 1;
   uint64_t listenPausedUntilNs_ = 0;
   bool simulated_ = false;
@@ -605,6 +607,13 @@ class TcpStore : public Store {
 
 }  // namespace
 
+size_t storeConnectionLimit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return kStoreMaxConnections;
+  const size_t byDescriptors = l.rlim_cur > 128 ? static_cast<size_t>(l.rlim_cur) - 64 : 64;
+  return std::min(kStoreMaxConnections, byDescriptors);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The server without sockets (tcp_store.h)
 
@@ -644,6 +653,7 @@ Status replayStoreServerScript(const uint8_t* script, size_t size) {
   TcpStoreServer s;
   s.simulated_ = true;
   s.simNowNs_ = 1;
+  s.maxConnections_ = 6;  // fewer than the slots: evictions and refusals happen
   constexpr int kSlots = 8;
   uint64_t slot[kSlots] = {};  // client id per slot, 0 = none
   auto find = [&](uint64_t id) -> TcpStoreServer::Client* {
@@ -674,7 +684,7 @@ Status replayStoreServerScript(const uint8_t* script, size_t size) {
     s.sweep();
   };
   auto check = [&]() -> Status {
-    if (s.clients_.size() > kStoreMaxConnections) {
+    if (s.clients_.size() > s.maxConnections_) {
       return internalError("store replay: " + std::to_string(s.clients_.size()) + " connections");
     }
     for (auto& c : s.clients_) {
@@ -716,8 +726,21 @@ Status replayStoreServerScript(const uint8_t* script, size_t size) {
   // Still serving: a new connection's ping, set and get are answered.
   TcpStoreServer::Client fresh;
   fresh.peer = "sim-final";
-  const uint64_t id = s.nextId_;
-  if (!s.admit(&fresh)) return internalError("store replay: a new connection was refused");
+  uint64_t id = s.nextId_;
+  if (!s.admit(&fresh)) {
+    // Only right when every open connection has spoken; then the clients leave and it gets in.
+    for (auto& c : s.clients_) {
+      if (!c.closing && !c.spoken) {
+        return internalError("store replay: a new connection was refused, not " + c.peer);
+      }
+      c.simClosed = true;
+    }
+    pump();
+    fresh = TcpStoreServer::Client();
+    fresh.peer = "sim-final";
+    id = s.nextId_;
+    if (!s.admit(&fresh)) return internalError("store replay: refused with no client left");
+  }
   for (auto& r : {request(Op::kPing, "", "", 0), request(Op::kSet, "final", "value", 0),
                   request(Op::kGet, "final", "", 1000)}) {
     if (auto* c = find(id)) c->simSent.insert(c->simSent.end(), r.begin(), r.end());
