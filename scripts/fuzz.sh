@@ -40,17 +40,7 @@ done
 
 # clang, and libFuzzer's runtime (libclang-rt-dev); cmake, make and GoogleTest for the configure.
 packages=(clang libclang-rt-dev cmake make libgtest-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz.sh: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/apt_install_missing.sh fuzz.sh "${packages[@]}"
 
 build="${BRAID_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ ! -f "$build/CMakeCache.txt" ]; then

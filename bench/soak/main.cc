@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "braid/comm.hpp"
-#include "core/clock.h"
 #include "braid/types.h"
+#include "core/clock.h"
 #include "transport/bootstrap/launchers.h"
 #include "transport/bootstrap/local_launch.h"
 
@@ -93,18 +93,44 @@ bool parse(int argc, char** argv, Options* o, int* rc) {
     const long long v = optarg != nullptr ? std::strtoll(optarg, &end, 10) : 0;
     const bool number = optarg != nullptr && end != optarg && *end == '\0' && v >= 0;
     switch (c) {
-      case 'n': o->ops = static_cast<uint64_t>(v); break;
-      case 'r': o->ranks = static_cast<int>(v); break;
-      case 's': o->sample = static_cast<uint64_t>(v); break;
-      case 'w': o->warmup = static_cast<uint64_t>(v); break;
-      case 'S': o->splitEvery = static_cast<uint64_t>(v); break;
-      case 'b': o->maxBytes = static_cast<size_t>(v); break;
-      case 1: o->seed = static_cast<uint64_t>(v); break;
-      case 2: o->rssLimitKib = v; break;
-      case 'T': o->timeoutS = static_cast<int>(v); break;
-      case 'J': o->json = optarg; continue;
-      case 'h': usage(stdout); *rc = 0; return false;
-      default: usage(stderr); *rc = 2; return false;
+      case 'n':
+        o->ops = static_cast<uint64_t>(v);
+        break;
+      case 'r':
+        o->ranks = static_cast<int>(v);
+        break;
+      case 's':
+        o->sample = static_cast<uint64_t>(v);
+        break;
+      case 'w':
+        o->warmup = static_cast<uint64_t>(v);
+        break;
+      case 'S':
+        o->splitEvery = static_cast<uint64_t>(v);
+        break;
+      case 'b':
+        o->maxBytes = static_cast<size_t>(v);
+        break;
+      case 1:
+        o->seed = static_cast<uint64_t>(v);
+        break;
+      case 2:
+        o->rssLimitKib = v;
+        break;
+      case 'T':
+        o->timeoutS = static_cast<int>(v);
+        break;
+      case 'J':
+        o->json = optarg;
+        continue;
+      case 'h':
+        usage(stdout);
+        *rc = 0;
+        return false;
+      default:
+        usage(stderr);
+        *rc = 2;
+        return false;
     }
     if (!number) {
       std::fprintf(stderr, "braid-soak: '%s' is not a nonnegative number\n", optarg);
@@ -113,7 +139,8 @@ bool parse(int argc, char** argv, Options* o, int* rc) {
     }
   }
   if (optind < argc || o->ranks < 1 || o->sample == 0 || o->maxBytes > (size_t{1} << 30)) {
-    std::fprintf(stderr, "braid-soak: bad arguments (ranks >= 1, sample >= 1, max-bytes <= 1 GiB)\n");
+    std::fprintf(stderr,
+                 "braid-soak: bad arguments (ranks >= 1, sample >= 1, max-bytes <= 1 GiB)\n");
     usage(stderr);
     *rc = 2;
     return false;
@@ -185,8 +212,16 @@ constexpr int kSampleFields = 5;
 
 // ---- the calls -------------------------------------------------------------------------------
 
-enum class Call { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kBarrier };
-constexpr DataType kTypes[] = {DataType::kInt8, DataType::kInt32, DataType::kInt64,
+enum class Call {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kBarrier
+};
+constexpr DataType kTypes[] = {DataType::kInt8,   DataType::kInt32,   DataType::kInt64,
                                DataType::kUint64, DataType::kFloat32, DataType::kFloat64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
 
@@ -198,23 +233,41 @@ double valueOf(int r, size_t j, uint64_t i) {
 
 void store(DataType t, void* buf, size_t j, double v) {
   switch (t) {
-    case DataType::kInt8: static_cast<int8_t*>(buf)[j] = static_cast<int8_t>(v); break;
-    case DataType::kInt32: static_cast<int32_t*>(buf)[j] = static_cast<int32_t>(v); break;
-    case DataType::kInt64: static_cast<int64_t*>(buf)[j] = static_cast<int64_t>(v); break;
-    case DataType::kUint64: static_cast<uint64_t*>(buf)[j] = static_cast<uint64_t>(v); break;
-    case DataType::kFloat32: static_cast<float*>(buf)[j] = static_cast<float>(v); break;
-    default: static_cast<double*>(buf)[j] = v; break;
+    case DataType::kInt8:
+      static_cast<int8_t*>(buf)[j] = static_cast<int8_t>(v);
+      break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(buf)[j] = static_cast<int32_t>(v);
+      break;
+    case DataType::kInt64:
+      static_cast<int64_t*>(buf)[j] = static_cast<int64_t>(v);
+      break;
+    case DataType::kUint64:
+      static_cast<uint64_t*>(buf)[j] = static_cast<uint64_t>(v);
+      break;
+    case DataType::kFloat32:
+      static_cast<float*>(buf)[j] = static_cast<float>(v);
+      break;
+    default:
+      static_cast<double*>(buf)[j] = v;
+      break;
   }
 }
 
 double load(DataType t, const void* buf, size_t j) {
   switch (t) {
-    case DataType::kInt8: return static_cast<const int8_t*>(buf)[j];
-    case DataType::kInt32: return static_cast<const int32_t*>(buf)[j];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[j]);
-    case DataType::kUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[j]);
-    case DataType::kFloat32: return static_cast<const float*>(buf)[j];
-    default: return static_cast<const double*>(buf)[j];
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(buf)[j];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(buf)[j];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[j]);
+    case DataType::kUint64:
+      return static_cast<double>(static_cast<const uint64_t*>(buf)[j]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(buf)[j];
+    default:
+      return static_cast<const double*>(buf)[j];
   }
 }
 
@@ -222,7 +275,9 @@ double reduced(ReduceOp op, int ranks, size_t j, uint64_t i) {
   double acc = valueOf(0, j, i);
   for (int r = 1; r < ranks; ++r) {
     const double v = valueOf(r, j, i);
-    acc = op == ReduceOp::kSum ? acc + v : op == ReduceOp::kMax ? std::max(acc, v) : std::min(acc, v);
+    acc = op == ReduceOp::kSum   ? acc + v
+          : op == ReduceOp::kMax ? std::max(acc, v)
+                                 : std::min(acc, v);
   }
   return acc;
 }
@@ -243,6 +298,14 @@ class Soak {
     const uint64_t k = rng_() % 100;
     const size_t cap = k < 70 ? 4096 : k < 95 ? 65536 : o_.maxBytes;
     return static_cast<size_t>(rng_() % (std::min(cap, o_.maxBytes) + 1));
+  }
+  /// This rank's input of call i: count elements of type t.
+  void fill(DataType t, size_t count, uint64_t i) {
+    for (size_t j = 0; j < count; ++j) store(t, send_.data(), j, valueOf(rank_, j, i));
+  }
+  /// Element j of an all-reduce's or reduce's result of call n.
+  static double elementOfReduction(const Soak& k, size_t j, uint64_t n, int) {
+    return reduced(k.op_, k.p_, j, n);
   }
   Status one(uint64_t i);
   Status splitRound(uint64_t i);
@@ -309,59 +372,57 @@ Status Soak::one(uint64_t i) {
   };
   switch (call) {
     case Call::kAllReduce:
-      for (size_t j = 0; j < count; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count, i);
       BRAID_RETURN_IF_ERROR(async ? wait(comm_->allReduceAsync(s, r, count, t, op_))
                                   : comm_->allReduce(s, r, count, t, op_));
-      return check("allreduce", i, t, count,
-                   [](const Soak& k, size_t j, uint64_t n, int) { return reduced(k.op_, k.p_, j, n); },
-                   0);
+      return check("allreduce", i, t, count, elementOfReduction, 0);
     case Call::kReduceScatter: {
       count /= static_cast<size_t>(p_);
-      for (size_t j = 0; j < count * p_; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count * p_, i);
       BRAID_RETURN_IF_ERROR(async ? wait(comm_->reduceScatterAsync(s, r, count, t, op_))
                                   : comm_->reduceScatter(s, r, count, t, op_));
-      return check("reducescatter", i, t, count,
-                   [](const Soak& k, size_t j, uint64_t n, int c) {
-                     return reduced(k.op_, k.p_, static_cast<size_t>(k.rank_) * c + j, n);
-                   },
-                   static_cast<int>(count));
+      return check(
+          "reducescatter", i, t, count,
+          [](const Soak& k, size_t j, uint64_t n, int c) {
+            return reduced(k.op_, k.p_, static_cast<size_t>(k.rank_) * c + j, n);
+          },
+          static_cast<int>(count));
     }
     case Call::kAllGather: {
       count /= static_cast<size_t>(p_);
-      for (size_t j = 0; j < count; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count, i);
       BRAID_RETURN_IF_ERROR(async ? wait(comm_->allGatherAsync(s, r, count, t))
                                   : comm_->allGather(s, r, count, t));
-      return check("allgather", i, t, count * p_,
-                   [](const Soak&, size_t j, uint64_t n, int c) {
-                     return valueOf(static_cast<int>(j / c), j % c, n);
-                   },
-                   static_cast<int>(std::max<size_t>(count, 1)));
+      return check(
+          "allgather", i, t, count * p_,
+          [](const Soak&, size_t j, uint64_t n, int c) {
+            return valueOf(static_cast<int>(j / c), j % c, n);
+          },
+          static_cast<int>(std::max<size_t>(count, 1)));
     }
     case Call::kBroadcast:
-      for (size_t j = 0; j < count; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count, i);
       BRAID_RETURN_IF_ERROR(async ? wait(comm_->broadcastAsync(s, r, count, t, root))
                                   : comm_->broadcast(s, r, count, t, root));
-      return check("broadcast", i, t, count,
-                   [](const Soak&, size_t j, uint64_t n, int root) { return valueOf(root, j, n); },
-                   root);
+      return check(
+          "broadcast", i, t, count,
+          [](const Soak&, size_t j, uint64_t n, int root) { return valueOf(root, j, n); }, root);
     case Call::kReduce:
-      for (size_t j = 0; j < count; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count, i);
       BRAID_RETURN_IF_ERROR(comm_->reduce(s, r, count, t, op_, root));
       if (rank_ != root) return Status::ok();
-      return check("reduce", i, t, count,
-                   [](const Soak& k, size_t j, uint64_t n, int) { return reduced(k.op_, k.p_, j, n); },
-                   0);
+      return check("reduce", i, t, count, elementOfReduction, 0);
     case Call::kAllToAll: {
       count /= static_cast<size_t>(p_);
-      for (size_t j = 0; j < count * p_; ++j) store(t, s, j, valueOf(rank_, j, i));
+      fill(t, count * p_, i);
       BRAID_RETURN_IF_ERROR(comm_->allToAll(s, r, count, t));
       // Block k came from rank k: its block for this rank.
-      return check("alltoall", i, t, count * p_,
-                   [](const Soak& k, size_t j, uint64_t n, int c) {
-                     return valueOf(static_cast<int>(j / c),
-                                    static_cast<size_t>(k.rank_) * c + j % c, n);
-                   },
-                   static_cast<int>(std::max<size_t>(count, 1)));
+      return check(
+          "alltoall", i, t, count * p_,
+          [](const Soak& k, size_t j, uint64_t n, int c) {
+            return valueOf(static_cast<int>(j / c), static_cast<size_t>(k.rank_) * c + j % c, n);
+          },
+          static_cast<int>(std::max<size_t>(count, 1)));
     }
     case Call::kBarrier:
       return comm_->barrier();
@@ -379,8 +440,8 @@ Status Soak::splitRound(uint64_t i) {
   for (int r = rank_ % 2; r < p_; r += 2) want += r;
   if (v != want) {
     ++wrong_;
-    return internalError("all-reduce on split " + std::to_string(i) + " gave " +
-                         std::to_string(v) + ", not " + std::to_string(want));
+    return internalError("all-reduce on split " + std::to_string(i) + " gave " + std::to_string(v) +
+                         ", not " + std::to_string(want));
   }
   ++splits_;
   return Status::ok();  // the half is destroyed here
@@ -434,8 +495,7 @@ int Soak::report(double seconds) {
               calls_[0], calls_[1], calls_[2], calls_[3], calls_[4], calls_[5], calls_[6]);
   std::printf("# baseline: the sample at %" PRId64 " calls (warm-up %" PRIu64 ")\n", first[0].ops,
               o_.warmup);
-  std::printf("%10s %5s %12s %8s %6s %10s\n", "calls", "rank", "rss_kib", "fds", "shm",
-              "/dev/shm");
+  std::printf("%10s %5s %12s %8s %6s %10s\n", "calls", "rank", "rss_kib", "fds", "shm", "/dev/shm");
   for (const auto& s : samples_) {
     for (int r = 0; r < p_; ++r) {
       std::printf("%10" PRId64 " %5d %12" PRId64 " %8" PRId64 " %6" PRId64 " %10" PRId64 "\n",

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string>
 
-#define BRAID_FUZZ_CHECK(cond, what)                                                   \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "fuzz check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, \
-                   #cond, std::string(what).c_str());                                  \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define BRAID_FUZZ_CHECK(cond, what)                                                          \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "fuzz check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   std::string(what).c_str());                                                \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)

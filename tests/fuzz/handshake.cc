@@ -6,12 +6,13 @@
 // and the hello bytes. Oracle: no crash or sanitizer report; a handle with a repaired checksum
 // passes the header check; another job's handle never dials; a
 // refused hello has a reason; a hello is decided once complete.
+#include "transport/handshake.h"
+
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "tests/fuzz/fuzz_check.h"
-#include "transport/handshake.h"
 #include "transport/tcp/connection.h"
 
 using namespace braid::transport;

@@ -1,11 +1,12 @@
 // Fuzz target: the topology file (BRAID_TOPO_FILE, topology/topology_file.cc). Oracle: no crash
 // or sanitizer report; an accepted topology formats to text that parses back and formats the
 // same (the file format's promise: parsing formatTopology gives the topology back).
+#include "topology/topology_file.h"
+
 #include <cstdint>
 #include <string>
 
 #include "tests/fuzz/fuzz_check.h"
-#include "topology/topology_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string line = formatRule(r);
     auto again = parseTuningRules(line, "formatted");
     BRAID_FUZZ_CHECK(again.isOk() && again->size() == 1,
-                     "formatted rule does not parse: '" + line + "': " +
-                         (again.isOk() ? "" : again.status().message()));
+                     "formatted rule does not parse: '" + line +
+                         "': " + (again.isOk() ? "" : again.status().message()));
     BRAID_FUZZ_CHECK(formatRule(again->front()) == line, "rule changes on a round trip: " + line);
     (void)matchRule(rules.value(), r.collective, r.bytes.lo, static_cast<int>(r.ranks.lo & 0xffff),
                     static_cast<int>(r.hosts.lo & 0xffff));

@@ -10,8 +10,10 @@
 //              with a message as payload.
 // A get of a missing key is parked on the server until the key is set or its wait ends (then
 // kTimeout), so waiting costs no polling traffic. What any connection can make the server hold
-// is bounded (see "Server" below and the limits in tcp_store.h). The server thread sleeps in poll() on the
-// listening socket, the clients and an eventfd that the destructor signals before joining.
+// is bounded (see "Server" below and the limits in tcp_store.h). The server thread sleeps in poll()
+// on the listening socket, the clients and an eventfd that the destructor signals before joining.
+#include "transport/bootstrap/tcp_store.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -30,7 +32,6 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/bootstrap/bootstrap.h"
-#include "transport/bootstrap/tcp_store.h"
 #include "transport/socket.h"
 
 namespace braid {
@@ -59,7 +60,6 @@ struct ResponseHeader {
   uint32_t code;
   uint64_t length;
 };
-
 
 // ---------------------------------------------------------------------------------------------
 // Server
@@ -138,7 +138,7 @@ class TcpStoreServer {
     std::string waitKey;
     uint64_t waitUntilNs = 0;
     bool closing = false;
-    bool spoken = false;         ///< has completed a valid request
+    bool spoken = false;  ///< has completed a valid request
     uint64_t acceptedNs = 0;
     uint64_t requestStartNs = 0;  ///< when the first byte of the request in `in` arrived
     // A simulated connection's socket: bytes the client sent, whether it closed, whether it
@@ -187,9 +187,9 @@ class TcpStoreServer {
       }
       int timeout = -1;
       if (nextWake != UINT64_MAX) {
-        timeout = nextWake <= t ? 0
-                                : static_cast<int>(std::min<uint64_t>((nextWake - t) / kMsNs + 1,
-                                                                      60000));
+        timeout = nextWake <= t
+                      ? 0
+                      : static_cast<int>(std::min<uint64_t>((nextWake - t) / kMsNs + 1, 60000));
       }
       int n = ::poll(fds.data(), fds.size(), timeout);
       if (n < 0 && errno != EINTR) {
@@ -197,7 +197,7 @@ class TcpStoreServer {
         return;
       }
       if (n < 0) continue;
-      if (fds[0].revents != 0) return;  // shutdown
+      if (fds[0].revents != 0) return;       // shutdown
       const size_t polled = fds.size() - 2;  // acceptClients appends after these
       if (fds[1].revents != 0) acceptClients();
       for (size_t i = 0; i < polled; ++i) {
@@ -228,8 +228,8 @@ class TcpStoreServer {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          BRAID_WARN("TCP store server: cannot accept connections: %s (%zu open)",
-                     strerror(errno), clients_.size());
+          BRAID_WARN("TCP store server: cannot accept connections: %s (%zu open)", strerror(errno),
+                     clients_.size());
           listenPausedUntilNs_ = now() + 100 * kMsNs;
         }
         return;
@@ -334,8 +334,8 @@ class TcpStoreServer {
       if (h.keyLength > kStoreMaxKeyBytes || h.valueLength > kStoreMaxValueBytes) {
         drop(c, "request of a " + std::to_string(h.keyLength) + "-byte key and a " +
                     std::to_string(h.valueLength) + "-byte value is over the limits (" +
-                    std::to_string(kStoreMaxKeyBytes) + ", " +
-                    std::to_string(kStoreMaxValueBytes) + ")");
+                    std::to_string(kStoreMaxKeyBytes) + ", " + std::to_string(kStoreMaxValueBytes) +
+                    ")");
         break;
       }
       if (h.op < static_cast<uint32_t>(Op::kPing) || h.op > static_cast<uint32_t>(Op::kAdd)) {
@@ -377,8 +377,8 @@ class TcpStoreServer {
         } else {
           c.waiting = true;
           c.waitKey = key;
-          c.waitUntilNs = now() + static_cast<uint64_t>(std::clamp<int64_t>(arg, 0, kMaxWaitMs)) *
-                                      kMsNs;
+          c.waitUntilNs =
+              now() + static_cast<uint64_t>(std::clamp<int64_t>(arg, 0, kMaxWaitMs)) * kMsNs;
         }
         return;
       }
@@ -437,16 +437,16 @@ class TcpStoreServer {
         drop(w, "no request within " + std::to_string(kStoreFirstRequestMs) +
                     " ms of connecting (not a braid store client?)");
       } else {
-        drop(w, "request incomplete " + std::to_string(kStoreRequestMs) +
-                    " ms after its first byte");
+        drop(w,
+             "request incomplete " + std::to_string(kStoreRequestMs) + " ms after its first byte");
       }
     }
   }
 
   void sweep() {
-    clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
-                                  [](const Client& c) { return c.closing; }),
-                   clients_.end());
+    clients_.erase(
+        std::remove_if(clients_.begin(), clients_.end(), [](const Client& c) { return c.closing; }),
+        clients_.end());
   }
 
   void respondError(Client& c, Code code, const std::string& message) {
@@ -636,10 +636,10 @@ Status checkReplies(const std::vector<uint8_t>& bytes) {
   return Status::ok();
 }
 
-std::vector<uint8_t> request(Op op, const std::string& key, const std::string& value,
-                             int64_t arg) {
-  RequestHeader h{kStoreMagic, static_cast<uint32_t>(op), static_cast<uint32_t>(key.size()), 0,
-                  value.size(), arg};
+std::vector<uint8_t> request(Op op, const std::string& key, const std::string& value, int64_t arg) {
+  RequestHeader h{
+      kStoreMagic, static_cast<uint32_t>(op), static_cast<uint32_t>(key.size()), 0, value.size(),
+      arg};
   std::vector<uint8_t> out(sizeof(h));
   std::memcpy(out.data(), &h, sizeof(h));
   out.insert(out.end(), key.begin(), key.end());
@@ -688,8 +688,8 @@ Status replayStoreServerScript(const uint8_t* script, size_t size) {
       return internalError("store replay: " + std::to_string(s.clients_.size()) + " connections");
     }
     for (auto& c : s.clients_) {
-      if (c.in.size() > sizeof(RequestHeader) + kStoreMaxKeyBytes + kStoreMaxValueBytes +
-                            kReadBudget) {
+      if (c.in.size() >
+          sizeof(RequestHeader) + kStoreMaxKeyBytes + kStoreMaxValueBytes + kReadBudget) {
         return internalError("store replay: " + std::to_string(c.in.size()) +
                              " bytes buffered for one connection");
       }
@@ -789,9 +789,8 @@ Result<std::unique_ptr<Store>> createTcpStore(const std::string& host, int port,
     Result<Fd> fd = transport::connectTo(address, deadline);
     if (fd.isOk()) {
       (void)transport::setNoDelay(fd.value().get());
-      auto store =
-          std::make_unique<TcpStore>(std::move(server), std::move(fd.value()), address.toString(),
-                                     timeoutMs);
+      auto store = std::make_unique<TcpStore>(std::move(server), std::move(fd.value()),
+                                              address.toString(), timeoutMs);
       BRAID_RETURN_IF_ERROR(store->ping(deadline));
       return std::unique_ptr<Store>(std::move(store));
     }
