@@ -55,6 +55,7 @@ std::string FabricModel::serialize() const {
 
 Result<FabricModel> FabricModel::parse(const std::string& text) {
   constexpr int kMaxCoresPerHost = 1 << 20;
+  constexpr double kMaxLlcBytes = 1125899906842624.0;  // 2^50
   FabricModel m;
   std::istringstream in(text);
   std::string item;
@@ -100,7 +101,13 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "inter_beta_small_us_per_byte") m.inter.betaSmallUsPerByte = v;
     else if (key == "inter_beta_sym_small_us_per_byte") m.inter.betaSymSmallUsPerByte = v;
     else if (key == "copy_small_us_per_byte") m.copySmallUsPerByte = v;
-    else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
+    else if (key == "llc_bytes") {
+      // Whole bytes (serialize prints no fraction): below one byte is unknown, as 0 is.
+      if (v > kMaxLlcBytes) {
+        return invalidArgument("fabric model: llc_bytes in '" + item + "' is over 2^50");
+      }
+      m.llcBytes = v >= 1 ? std::floor(v) : kDefaultLlcBytes;
+    }
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
   }
