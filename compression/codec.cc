@@ -65,6 +65,17 @@ Result<double> parseNumber(const std::string& key, const std::string& value) {
   return v;
 }
 
+/// v for an integer option: whole and in [lo, hi] (a conversion outside the type's range would be
+/// undefined).
+Result<double> wholeNumber(const std::string& key, double v, double lo, double hi) {
+  if (!(v >= lo && v <= hi) || v != std::floor(v)) {
+    return invalidArgument("codec option " + key + "=" + std::to_string(v) +
+                           ": not a whole number in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+  }
+  return v;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Codec>> createCodec(const std::string& name, const CodecOptions& options) {
@@ -99,13 +110,16 @@ Status parseCodecSpec(const std::string& spec, std::string* name, CodecOptions* 
     } else if (key == "ef") {
       o.errorFeedback = v != 0;
     } else if (key == "seed") {
-      o.seed = static_cast<uint64_t>(v);
+      BRAID_ASSIGN_OR_RETURN(const double w, wholeNumber(key, v, 0, 1e19));
+      o.seed = static_cast<uint64_t>(w);
     } else if (key == "dynamic") {
       o.dynamicScale = v != 0;
     } else if (key == "rank") {
-      o.powerSgdRank = static_cast<int>(v);
+      BRAID_ASSIGN_OR_RETURN(const double w, wholeNumber(key, v, -2147483648.0, 2147483647.0));
+      o.powerSgdRank = static_cast<int>(w);
     } else if (key == "start") {
-      o.startStep = static_cast<uint64_t>(v);
+      BRAID_ASSIGN_OR_RETURN(const double w, wholeNumber(key, v, 0, 1e19));
+      o.startStep = static_cast<uint64_t>(w);
     } else if (key == "min_rate") {
       o.minCompressionRate = v;
     } else if (key == "warm") {
@@ -117,7 +131,8 @@ Status parseCodecSpec(const std::string& spec, std::string* name, CodecOptions* 
     } else if (key == "sample") {
       o.topkSampleRatio = v;
     } else if (key == "chunk") {
-      o.chunkSize = static_cast<size_t>(v);
+      BRAID_ASSIGN_OR_RETURN(const double w, wholeNumber(key, v, 0, 1e18));
+      o.chunkSize = static_cast<size_t>(w);
     } else {
       return invalidArgument("codec spec '" + spec + "': unknown key '" + key +
                              "' (keys: average, ef, seed, dynamic, rank, start, min_rate, warm, "

@@ -405,10 +405,7 @@ const CodecKernels kAvx2 = {
     scaleCopyAvx2,
 };
 
-bool haveAvx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("fma");
-}
+bool haveAvx2() { return cpuHasAvx2Kernels(); }
 #endif
 
 }  // namespace

@@ -497,26 +497,16 @@ KernelTable buildTable(detail::ReduceIsa isa) {
   return t;
 }
 
-bool cpuHasAvx2() {
-#if BRAID_REDUCE_X86
-  // libgcc's check includes the OS having enabled YMM state (XGETBV).
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
-
 const KernelTable& tableFor(detail::ReduceIsa isa) {
   static const KernelTable portable = buildTable(detail::ReduceIsa::kPortable);
   static const KernelTable avx2 =
-      buildTable(cpuHasAvx2() ? detail::ReduceIsa::kAvx2 : detail::ReduceIsa::kPortable);
+      buildTable(cpuHasAvx2Kernels() ? detail::ReduceIsa::kAvx2 : detail::ReduceIsa::kPortable);
   return isa == detail::ReduceIsa::kAvx2 ? avx2 : portable;
 }
 
 const KernelTable& activeTable() {
   static const KernelTable& t =
-      tableFor(cpuHasAvx2() ? detail::ReduceIsa::kAvx2 : detail::ReduceIsa::kPortable);
+      tableFor(cpuHasAvx2Kernels() ? detail::ReduceIsa::kAvx2 : detail::ReduceIsa::kPortable);
   return t;
 }
 
@@ -546,9 +536,26 @@ uint16_t floatToHalf(float f) { return floatToHalfImpl(f); }
 float bfloat16ToFloat(uint16_t b) { return bfloat16ToFloatImpl(b); }
 uint16_t floatToBfloat16(float f) { return floatToBfloat16Impl(f); }
 
+bool cpuHasAvx2Kernels() {
+#if BRAID_REDUCE_X86
+  // libgcc's check includes the OS having enabled YMM state (XGETBV). clang 14's builtin knows
+  // no "f16c" (the fuzzing build, scripts/fuzz.sh); every CPU with AVX2 and FMA has F16C.
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+         __builtin_cpu_supports("fma");
+#endif
+#else
+  return false;
+#endif
+}
+
 namespace detail {
 
-bool reduceIsaSupported(ReduceIsa isa) { return isa == ReduceIsa::kPortable || cpuHasAvx2(); }
+bool reduceIsaSupported(ReduceIsa isa) {
+  return isa == ReduceIsa::kPortable || cpuHasAvx2Kernels();
+}
 
 ReduceFn getReduceFnForIsa(ReduceIsa isa, DataType type, ReduceOp op) {
   if (!validPair(type, op) || !reduceIsaSupported(isa)) return nullptr;

@@ -23,6 +23,9 @@ void reduceInto(DataType type, ReduceOp op, void* dst, const void* src, size_t c
 /// toward zero (as NCCL does); f16/bf16 go through f32.
 void scaleForAvg(DataType type, void* buf, size_t count, int n);
 
+/// True when this CPU (and its OS) runs the AVX2 + F16C + FMA kernels of core and compression.
+bool cpuHasAvx2Kernels();
+
 /// Conversions used by kernels, codecs and tests (round to nearest even; NaN and Inf kept).
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);

@@ -15,17 +15,7 @@ packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev
 # python3-matplotlib: bench/tune/decision_map.py draws braid-tune simulate's decision map (optional:
 # the map is skipped with a message without it).
 # dpkg-dev (dpkg-shlibdeps) and file: cpack -G DEB computes the package's dependencies with them.
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/apt_install_missing.sh setup "${packages[@]}"
 
 # Shared-memory transports and the intra-host segment live in /dev/shm; say how much there is.
 echo "setup: $(nproc) cores; /dev/shm: $(df -h --output=avail /dev/shm 2>/dev/null | tail -1 | tr -d ' ') free"

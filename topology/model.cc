@@ -161,13 +161,15 @@ bool parseCpuList(const std::string& text, std::vector<int>* out) {
     if (part.empty()) return false;
     const char* p = part.c_str();
     char* end = nullptr;
+    // CPU numbers fit an int (and strtol's LONG_MAX on overflow does not).
+    constexpr long kMaxCpu = 1 << 24;
     const long lo = std::strtol(p, &end, 10);
-    if (end == p || lo < 0) return false;
+    if (end == p || lo < 0 || lo > kMaxCpu) return false;
     long hi = lo;
     if (*end == '-') {
       const char* q = end + 1;
       hi = std::strtol(q, &end, 10);
-      if (end == q || hi < lo) return false;
+      if (end == q || hi < lo || hi > kMaxCpu) return false;
     }
     if (*end != '\0' || hi - lo > 1 << 20) return false;
     for (long c = lo; c <= hi; ++c) out->push_back(static_cast<int>(c));

@@ -348,19 +348,27 @@ std::string cachedFingerprint(const std::string& path) {
   return "";
 }
 
-Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint) {
-  std::ifstream f(path);
-  if (!f) return invalidArgument("no calibration cache at " + path);
+Result<FabricModel> parseCachedModel(const std::string& text, const std::string& fingerprint,
+                                     const std::string& name) {
+  std::istringstream f(text);
   std::string line, fpLine, modelLine;
   while (std::getline(f, line)) {
     if (line.rfind("fingerprint ", 0) == 0) fpLine = line.substr(12);
     if (line.rfind("model ", 0) == 0) modelLine = line.substr(6);
   }
-  if (fpLine != fingerprint) return invalidArgument(path + " belongs to another fabric");
+  if (fpLine != fingerprint) return invalidArgument(name + " belongs to another fabric");
   auto m = FabricModel::parse(modelLine);
-  if (!m.isOk()) return m.status().withContext(path);
+  if (!m.isOk()) return m.status().withContext(name);
   m->source = "cache";
   return m;
+}
+
+Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint) {
+  std::ifstream f(path);
+  if (!f) return invalidArgument("no calibration cache at " + path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return parseCachedModel(text.str(), fingerprint, path);
 }
 
 Status writeCachedModel(const std::string& path, const std::string& fingerprint,

@@ -59,6 +59,10 @@ std::string cacheDirectory();
 std::string cachePathFor(const std::string& fingerprint);
 /// The fingerprint line of a cache file ("" when it has none).
 std::string cachedFingerprint(const std::string& path);
+/// Parses a cache file's text (`name` labels errors); kInvalidArgument when stale (another
+/// fingerprint) or malformed.
+Result<FabricModel> parseCachedModel(const std::string& text, const std::string& fingerprint,
+                                     const std::string& name);
 /// Reads a cached model; kInvalidArgument when absent, stale (another fingerprint) or malformed.
 Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint);
 /// Writes atomically (temporary file + rename), creating the directory.

@@ -54,6 +54,8 @@ std::string FabricModel::serialize() const {
 }
 
 Result<FabricModel> FabricModel::parse(const std::string& text) {
+  constexpr int kMaxCoresPerHost = 1 << 20;
+  constexpr double kMaxLlcBytes = 1125899906842624.0;  // 2^50
   FabricModel m;
   std::istringstream in(text);
   std::string item;
@@ -78,7 +80,15 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "gamma_us_per_byte") m.gammaUsPerByte = v;
     else if (key == "copy_us_per_byte") m.copyUsPerByte = v;
     else if (key == "sync_us") m.syncUs = v;
-    else if (key == "cores_per_host") m.coresPerHost = static_cast<int>(v);
+    else if (key == "cores_per_host") {
+      // An int: a value past its range would be undefined to convert (and a nonsense model).
+      if (v > kMaxCoresPerHost || v != std::floor(v)) {
+        return invalidArgument("fabric model: cores_per_host in '" + item +
+                               "' is not a whole number of cores up to " +
+                               std::to_string(kMaxCoresPerHost));
+      }
+      m.coresPerHost = static_cast<int>(v);
+    }
     else if (key == "intra_beta_mid_us_per_byte") m.intra.betaMidUsPerByte = v;
     else if (key == "intra_beta_sym_mid_us_per_byte") m.intra.betaSymMidUsPerByte = v;
     else if (key == "inter_beta_mid_us_per_byte") m.inter.betaMidUsPerByte = v;
@@ -91,7 +101,13 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "inter_beta_small_us_per_byte") m.inter.betaSmallUsPerByte = v;
     else if (key == "inter_beta_sym_small_us_per_byte") m.inter.betaSymSmallUsPerByte = v;
     else if (key == "copy_small_us_per_byte") m.copySmallUsPerByte = v;
-    else if (key == "llc_bytes") m.llcBytes = v > 0 ? v : kDefaultLlcBytes;
+    else if (key == "llc_bytes") {
+      // Whole bytes (serialize prints no fraction): below one byte is unknown, as 0 is.
+      if (v > kMaxLlcBytes) {
+        return invalidArgument("fabric model: llc_bytes in '" + item + "' is over 2^50");
+      }
+      m.llcBytes = v >= 1 ? std::floor(v) : kDefaultLlcBytes;
+    }
     else return invalidArgument("fabric model: unknown key '" + key + "'");
     ++seen;
   }

@@ -44,6 +44,17 @@ inline constexpr MessageMagics kTcpMagics = {0x52465442, 0x52455442, 0x51525442}
 inline constexpr int kMaxStreams = 16;
 inline constexpr int kSocketBufferBytes = 4 << 20;
 
+/// What listen() writes into the Handle and connect() reads back (the fuzz target of the handle
+/// decoder builds them too).
+struct TcpHandle {
+  HandleHeader header;
+  uint64_t stripeMin;
+  uint32_t nstreams;
+  uint32_t checksum;  ///< FNV-1a of the handle with this field zero
+  SocketAddress::Packed address;
+};
+static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
+
 Status closedError(const std::string& peer);
 
 class TcpConn;

@@ -31,18 +31,11 @@ namespace braid::transport {
 namespace {
 
 using detail::kMaxStreams;
+using detail::TcpHandle;
 using detail::TcpRecvComm;
 using detail::TcpRequest;
 using detail::TcpSendComm;
 
-struct TcpHandle {
-  HandleHeader header;
-  uint64_t stripeMin;
-  uint32_t nstreams;
-  uint32_t checksum;  ///< FNV-1a of the handle with this field zero
-  SocketAddress::Packed address;
-};
-static_assert(sizeof(TcpHandle) <= kHandleSize, "tcp handle must fit kHandleSize");
 
 class TcpListenComm : public HandshakeListenComm {
  public:
