@@ -134,9 +134,10 @@ class Communicator::Impl {
   void fail(const Status& s, bool publish);
   Status checkAbort();
   Status storeAbortStatus(Deadline deadline);
-  Status explainTimeout(const Status& s);
+  /// s names the peers this rank waited for (stalled); follows the other ranks' records.
+  Status explainTimeout(const Status& s, const std::vector<int>& stalled);
   /// Publishes whom this rank waits for (waitfor/<rank>: the stalled peers), and when.
-  void publishWaitFor();
+  void publishWaitFor(const std::vector<int>& peers);
   int64_t waitForLeadMs() const;
   std::shared_ptr<Work> enqueue(Collective c, std::function<Status()> fn);
   void workerLoop();

@@ -423,7 +423,7 @@ Status Communicator::Impl::init(CommOptions options) {
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
-  p2p_->setStallHook([this] { publishWaitFor(); }, waitForLeadMs());
+  p2p_->setStallHook([this] { publishWaitFor(p2p_->stalledPeers()); }, waitForLeadMs());
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
   BRAID_RETURN_IF_ERROR(startTrace());
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",
@@ -722,19 +722,19 @@ Status Communicator::Impl::storeAbortStatus(Deadline deadline) {
 // that stalled up to that long after this one have published theirs when it reads the chain.
 int64_t Communicator::Impl::waitForLeadMs() const { return std::min<int64_t>(1000, timeoutMs_ / 2); }
 
-void Communicator::Impl::publishWaitFor() {
+void Communicator::Impl::publishWaitFor(const std::vector<int>& peers) {
   std::string mine;
-  for (int peer : p2p_->stalledPeers()) mine += std::to_string(peer) + ",";
+  for (int peer : peers) mine += std::to_string(peer) + ",";
   (void)store_->set(prefix_ + "waitfor/" + std::to_string(rank_), toBytes(mine));
   waitForPublishedNs_ = nowNs();
 }
 
-Status Communicator::Impl::explainTimeout(const Status& s) {
+Status Communicator::Impl::explainTimeout(const Status& s, const std::vector<int>& stalled) {
   const uint64_t sincePublishedNs = nowNs() - waitForPublishedNs_;
-  publishWaitFor();  // the peers owed now (the stall hook's record may be older)
+  publishWaitFor(stalled);  // the peers owed now (the stall hook's record may be older)
   const uint64_t leadNs = static_cast<uint64_t>(waitForLeadMs()) * 1000000ull;
   if (sincePublishedNs < leadNs) usleep(static_cast<useconds_t>((leadNs - sincePublishedNs) / 1000));
-  std::vector<int> frontier = p2p_->stalledPeers();
+  std::vector<int> frontier = stalled;
   std::vector<uint8_t> visited(size_, 0);
   visited[rank_] = 1;
   std::string chain, culprits, links;
@@ -744,7 +744,7 @@ Status Communicator::Impl::explainTimeout(const Status& s) {
              std::to_string(hostOf_[a]) + ") -> rank " + std::to_string(b) + " (host " +
              std::to_string(hostOf_[b]) + ")";
   };
-  for (int peer : p2p_->stalledPeers()) crossHost(rank_, peer);
+  for (int peer : stalled) crossHost(rank_, peer);
   while (!frontier.empty()) {
     int q = frontier.back();
     frontier.pop_back();
@@ -857,8 +857,13 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   curSeq_ = 0;
   if (tracer_ && collective) traceCollective(a, curSinceNs_, s);
   bool publish = true;
-  if (!s.isOk() && s.code() == Code::kTimeout && !p2p_->stalledPeers().empty()) {
-    s = explainTimeout(s);
+  // A timeout in the host's segment (a local rank never arrived) or in a point-to-point wait.
+  const std::vector<int> noPeers;
+  const std::vector<int>& stalled = !s.isOk() && segment_ && !segment_->stalledPeers().empty()
+                                        ? segment_->stalledPeers()
+                                        : (p2p_ ? p2p_->stalledPeers() : noPeers);
+  if (!s.isOk() && s.code() == Code::kTimeout && !stalled.empty()) {
+    s = explainTimeout(s, stalled);
   }
   if (!s.isOk() && s.code() == Code::kRemote) {
     // A peer aborted: report the original cause (and its code) when it is on record; it is

@@ -222,6 +222,7 @@ Status P2p::wait(Handle h) {
     if (progressed) {
       backoff.reset();
       lastProgressNs = nowNs();
+      if (stallReported) stalledPeers_.clear();  // the stall ended: nobody is owed any more
       stallReported = false;
       continue;
     }

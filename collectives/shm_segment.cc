@@ -289,6 +289,7 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
                            ") exited during a collective");
       }
       if (now - start > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
+        stalledPeers_.assign(1, localRanks_[i]);
         return timeoutError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
                             std::to_string(localRanks_[i]) + " did not reach the collective within " +
                             std::to_string(timeoutMs_) +

@@ -55,6 +55,8 @@ class ShmSegment {
   /// fingerprints of generation g with this rank's (kInvalidUsage naming both on mismatch).
   Status waitArrived(uint64_t g, bool checkFingerprints);
   Status waitDone(uint64_t g);
+  /// After a kTimeout from a wait: the local rank (its communicator rank) that never arrived.
+  const std::vector<int>& stalledPeers() const { return stalledPeers_; }
 
   /// Announces the operation this rank is starting (every operation, whatever its algorithm), so
   /// that a peer running a different operation with the same sequence number is detected even
@@ -83,6 +85,7 @@ class ShmSegment {
   size_t mapBytes_ = 0;
   Header* header_ = nullptr;
   std::vector<int> localRanks_;
+  std::vector<int> stalledPeers_;
   int me_ = 0;
   size_t halfBytes_ = 0;
   size_t dataOffset_ = 0;
