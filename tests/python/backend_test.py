@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 
@@ -97,6 +98,7 @@ def store(kind, world):
         if p.returncode != 0 or f"store {kind} OK" not in out:
             rc = 1
     print(("PASS" if rc == 0 else "FAIL") + f": {kind} store x{world}")
+    shutil.rmtree(tmp, ignore_errors=True)
     return rc
 
 
