@@ -420,6 +420,7 @@ Status Communicator::Impl::init(CommOptions options) {
             name, store_.get(), prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/", secret_,
             localRanks_, localRank_, static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
             timeoutMs_, ranksOnMyMachine_));
+    segment_->setStallHook([this] { publishWaitFor(segment_->stalledPeers()); }, waitForLeadMs());
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });

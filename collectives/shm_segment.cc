@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/futex.h"
 #include "core/log.h"
+#include "core/process.h"
 
 namespace braid::detail {
 
@@ -262,6 +263,7 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
     const uint64_t spinUntil = start + (oversubscribed_ ? 100000ull : 5000ull);
     uint64_t lastCheck = start;
     uint32_t rounds = 0;
+    bool stallReported = false;
     while (flag.load(std::memory_order_acquire) < g) {
       if (!oversubscribed_ && (++rounds & 63) != 0) {
 #if defined(__x86_64__)
@@ -283,10 +285,15 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
       BRAID_RETURN_IF_ERROR(abortStatus());
       BRAID_RETURN_IF_ERROR(checkAnnouncements());
       int32_t pid = header_->pids[i].load(std::memory_order_acquire);
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      if (processGone(pid)) {
         return remoteError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
                            std::to_string(localRanks_[i]) + " (pid " + std::to_string(pid) +
                            ") exited during a collective");
+      }
+      if (stallHook_ && !stallReported && now - start > stallHookAfterNs_) {
+        stallReported = true;
+        stalledPeers_.assign(1, localRanks_[i]);
+        stallHook_();
       }
       if (now - start > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
         stalledPeers_.assign(1, localRanks_[i]);
@@ -296,6 +303,7 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
                             " ms (stalled, or not calling it? raise BRAID_TIMEOUT_MS if it is slow)");
       }
     }
+    if (stallReported) stalledPeers_.clear();  // it arrived after all
     if (checkFingerprints) {
       const uint64_t* mine = control(me_)->fp[g & 1];
       const uint64_t* theirs = c->fp[g & 1];

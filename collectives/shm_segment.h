@@ -6,9 +6,11 @@
 // passing.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,8 +57,15 @@ class ShmSegment {
   /// fingerprints of generation g with this rank's (kInvalidUsage naming both on mismatch).
   Status waitArrived(uint64_t g, bool checkFingerprints);
   Status waitDone(uint64_t g);
-  /// After a kTimeout from a wait: the local rank (its communicator rank) that never arrived.
+  /// After a kTimeout from a wait (or in the stall hook): the local rank (its communicator
+  /// rank) that has not arrived.
   const std::vector<int>& stalledPeers() const { return stalledPeers_; }
+  /// Like P2p's: called once per wait that has waited timeoutMs - leadMs for a local rank, with
+  /// stalledPeers() naming it, so that whom this rank waits for is on record before its timeout.
+  void setStallHook(std::function<void()> hook, int64_t leadMs) {
+    stallHook_ = std::move(hook);
+    stallHookAfterNs_ = static_cast<uint64_t>(std::max<int64_t>(timeoutMs_ - leadMs, 0)) * 1000000ull;
+  }
 
   /// Announces the operation this rank is starting (every operation, whatever its algorithm), so
   /// that a peer running a different operation with the same sequence number is detected even
@@ -86,6 +95,8 @@ class ShmSegment {
   Header* header_ = nullptr;
   std::vector<int> localRanks_;
   std::vector<int> stalledPeers_;
+  std::function<void()> stallHook_;
+  uint64_t stallHookAfterNs_ = 0;
   int me_ = 0;
   size_t halfBytes_ = 0;
   size_t dataOffset_ = 0;

@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/process.h"
 
 namespace braid::transport::shm {
 namespace {
@@ -25,24 +26,6 @@ namespace {
 constexpr uint64_t kMaxPublishBytes = 256 * 1024;
 /// How often a stalled side asks whether its peer process still exists.
 constexpr uint64_t kPeerCheckNs = 1000 * 1000;
-
-/// True when pid no longer runs: gone, or a zombie its parent has not reaped yet.
-bool processGone(int pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) == -1) return errno == ESRCH;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;  // no /proc: kill() is all we know
-  char buf[512];
-  ssize_t n = read(fd, buf, sizeof(buf));
-  close(fd);
-  if (n <= 0) return false;
-  // "pid (comm) S ...": the state follows the last ')'.
-  const char* paren = static_cast<const char*>(memrchr(buf, ')', static_cast<size_t>(n)));
-  if (paren == nullptr || paren + 2 >= buf + n) return false;
-  return paren[2] == 'Z' || paren[2] == 'X';
-}
 
 /// Segments this process created and not yet unlinked, by name. A connect() from the same
 /// process (ranks as threads) shares the creator's mapping instead of mapping the pages a second
