@@ -13,6 +13,8 @@
 //   pid P | fds N | created T | op J | wrong J N | inject T KIND | error J T CODE MESSAGE |
 //   fds_after N | done J
 #include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -139,6 +141,8 @@ class Worker {
   Worker(Options o, Reporter* out) : o_(std::move(o)), out_(out) {}
 
   int run() {
+    // A driver that dies (killed, hung up) must not leave ranks issuing collectives forever.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     out_->line("pid " + std::to_string(getpid()));
     out_->line("fds " + std::to_string(countFds()));
     auto created = Communicator::createFromEnvironment();
