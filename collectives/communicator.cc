@@ -420,11 +420,13 @@ Status Communicator::Impl::init(CommOptions options) {
             name, store_.get(), prefix_ + "h" + std::to_string(hostOf_[rank_]) + "/", secret_,
             localRanks_, localRank_, static_cast<size_t>(paramInt("BRAID_SHM_SEGMENT_BYTES")),
             timeoutMs_, ranksOnMyMachine_));
-    segment_->setStallHook([this] { publishWaitFor(segment_->stalledPeers()); }, waitForLeadMs());
+    segment_->setStallHook([this](const std::vector<int>& peers) { publishWaitFor(peers); },
+                           waitForLeadMs());
   }
   p2p_ = std::make_unique<detail::P2p>(rank_, size_, &links_, timeoutMs_,
                                        [this] { return checkAbort(); });
-  p2p_->setStallHook([this] { publishWaitFor(p2p_->stalledPeers()); }, waitForLeadMs());
+  p2p_->setStallHook([this](const std::vector<int>& peers) { publishWaitFor(peers); },
+                     waitForLeadMs());
   BRAID_RETURN_IF_ERROR(setUpSelector(transportName, deadline));
   BRAID_RETURN_IF_ERROR(startTrace());
   BRAID_INFO("communicator ready: rank %d of %d, host %d of %d, local rank %d of %zu, transport %s",

@@ -233,10 +233,9 @@ Status P2p::wait(Handle h) {
       if (now - lastProgressNs > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
         return timeoutStatus();
       }
-      if (stallHook_ && !stallReported && now - lastProgressNs > stallHookAfterNs_) {
-        stallReported = true;
+      if (stallHook_.due(now - lastProgressNs, &stallReported)) {
         collectStalledPeers();
-        stallHook_();
+        stallHook_.run(stalledPeers_);
       }
       if (checkAbort_ && now >= nextAbortCheckNs) {
         nextAbortCheckNs = now + 200000000ull;

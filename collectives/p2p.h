@@ -62,6 +62,28 @@ struct PeerLink {
   std::unique_ptr<transport::RecvComm> recv;
 };
 
+/// Called once per stall when a wait has made no progress for timeoutMs - leadMs, with the peers
+/// it waits for: the communicator publishes them then, so that at the timeout the chain of waits
+/// can be read at once instead of after a grace period. P2p's waits and the host segment's use it.
+class StallHook {
+ public:
+  void set(std::function<void(const std::vector<int>&)> fn, int64_t timeoutMs, int64_t leadMs) {
+    fn_ = std::move(fn);
+    afterNs_ = static_cast<uint64_t>(std::max<int64_t>(timeoutMs - leadMs, 0)) * 1000000ull;
+  }
+  /// True once per stall (*reported is the wait's flag): set, and idle longer than the threshold.
+  bool due(uint64_t idleNs, bool* reported) const {
+    if (!fn_ || *reported || idleNs <= afterNs_) return false;
+    *reported = true;
+    return true;
+  }
+  void run(const std::vector<int>& peers) const { fn_(peers); }
+
+ private:
+  std::function<void(const std::vector<int>&)> fn_;
+  uint64_t afterNs_ = 0;
+};
+
 class P2p {
  public:
   using Handle = int;
@@ -98,12 +120,9 @@ class P2p {
   int size() const { return size_; }
   /// Waits on a peer longer than Tracer::kMinWaitNs are recorded there (null: none).
   void setTracer(Tracer* tracer) { tracer_ = tracer; }
-  /// Called once per stall when a wait has had no progress for timeoutMs - leadMs, with
-  /// stalledPeers() filled: the communicator publishes whom it waits for then, so that at the
-  /// timeout the chain of waits can be read at once instead of after a grace period.
-  void setStallHook(std::function<void()> hook, int64_t leadMs) {
-    stallHook_ = std::move(hook);
-    stallHookAfterNs_ = static_cast<uint64_t>(std::max<int64_t>(timeoutMs_ - leadMs, 0)) * 1000000ull;
+  /// See StallHook; the peers are those of the pending operations (stalledPeers()).
+  void setStallHook(std::function<void(const std::vector<int>&)> fn, int64_t leadMs) {
+    stallHook_.set(std::move(fn), timeoutMs_, leadMs);
   }
 
  private:
@@ -139,8 +158,7 @@ class P2p {
   std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
   std::vector<int> stalledPeers_;
   Tracer* tracer_ = nullptr;
-  std::function<void()> stallHook_;
-  uint64_t stallHookAfterNs_ = 0;
+  StallHook stallHook_;
 };
 
 }  // namespace braid::detail

@@ -290,10 +290,9 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
                            std::to_string(localRanks_[i]) + " (pid " + std::to_string(pid) +
                            ") exited during a collective");
       }
-      if (stallHook_ && !stallReported && now - start > stallHookAfterNs_) {
-        stallReported = true;
+      if (stallHook_.due(now - start, &stallReported)) {
         stalledPeers_.assign(1, localRanks_[i]);
-        stallHook_();
+        stallHook_.run(stalledPeers_);
       }
       if (now - start > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
         stalledPeers_.assign(1, localRanks_[i]);

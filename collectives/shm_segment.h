@@ -60,11 +60,9 @@ class ShmSegment {
   /// After a kTimeout from a wait (or in the stall hook): the local rank (its communicator
   /// rank) that has not arrived.
   const std::vector<int>& stalledPeers() const { return stalledPeers_; }
-  /// Like P2p's: called once per wait that has waited timeoutMs - leadMs for a local rank, with
-  /// stalledPeers() naming it, so that whom this rank waits for is on record before its timeout.
-  void setStallHook(std::function<void()> hook, int64_t leadMs) {
-    stallHook_ = std::move(hook);
-    stallHookAfterNs_ = static_cast<uint64_t>(std::max<int64_t>(timeoutMs_ - leadMs, 0)) * 1000000ull;
+  /// See StallHook (p2p.h); the peer is the local rank not yet arrived.
+  void setStallHook(std::function<void(const std::vector<int>&)> fn, int64_t leadMs) {
+    stallHook_.set(std::move(fn), timeoutMs_, leadMs);
   }
 
   /// Announces the operation this rank is starting (every operation, whatever its algorithm), so
@@ -95,8 +93,7 @@ class ShmSegment {
   Header* header_ = nullptr;
   std::vector<int> localRanks_;
   std::vector<int> stalledPeers_;
-  std::function<void()> stallHook_;
-  uint64_t stallHookAfterNs_ = 0;
+  StallHook stallHook_;
   int me_ = 0;
   size_t halfBytes_ = 0;
   size_t dataOffset_ = 0;
