@@ -174,6 +174,19 @@ class Worker {
                std::to_string(static_cast<int>(s.code())) + " " + s.toString());
   }
 
+  // What the braid-perf harness's functions see for this op.
+  perf::BenchContext context(const OpSpec& spec, const perf::Pattern& pattern) const {
+    perf::BenchContext ctx;
+    ctx.comm = comm_.get();
+    ctx.rank = comm_->rank();
+    ctx.ranks = comm_->size();
+    ctx.type = spec.type;
+    ctx.op = spec.op;
+    ctx.root = spec.root;
+    ctx.pattern = &pattern;
+    return ctx;
+  }
+
   void ensure(std::vector<uint8_t>* buf, size_t bytes) {
     if (buf->size() < bytes) buf->resize(bytes);
   }
@@ -196,14 +209,7 @@ class Worker {
       spec.count = std::min<size_t>(spec.count, o_.maxBytes / 4);
       pattern = perf::Pattern(spec.type, spec.op, ranks);
     }
-    perf::BenchContext ctx;
-    ctx.comm = comm_.get();
-    ctx.rank = rank;
-    ctx.ranks = ranks;
-    ctx.type = spec.type;
-    ctx.op = spec.op;
-    ctx.root = spec.root;
-    ctx.pattern = &pattern;
+    const perf::BenchContext ctx = context(spec, pattern);
     BRAID_RETURN_IF_ERROR(force(b, spec));
     const size_t bytes = std::max<size_t>(spec.count, 1) * dataTypeSize(spec.type);
     ensure(&send_, bytes);
@@ -233,11 +239,7 @@ class Worker {
     if (faultOp) count = size_t{4} << 20;  // long enough to be in flight
     perf::Pattern pattern(spec.type, spec.op, ranks);
     const perf::CollectiveBench& b = perf::allReduceBench();
-    perf::BenchContext ctx;
-    ctx.comm = comm_.get();
-    ctx.rank = comm_->rank();
-    ctx.ranks = ranks;
-    ctx.pattern = &pattern;
+    const perf::BenchContext ctx = context(spec, pattern);
     const int depth = faultOp ? 1 : spec.asyncDepth;
     std::vector<std::vector<uint8_t>> sends(depth), recvs(depth);
     std::vector<std::shared_ptr<Work>> works;
