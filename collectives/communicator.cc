@@ -856,7 +856,10 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   curFp_ = fp;
   curSinceNs_ = nowNs();
   curPublished_ = false;
-  Status s = body(a);
+  // A local peer that already failed the communicator (a Work.wait timeout, an abort) may have
+  // left everything this collective needs in the segment; it must fail here, not complete.
+  Status s = segment_ ? segment_->abortStatus() : Status::ok();
+  if (s.isOk()) s = body(a);
   curSeq_ = 0;
   if (tracer_ && collective) traceCollective(a, curSinceNs_, s);
   bool publish = true;
