@@ -209,8 +209,7 @@ Status Communicator::Impl::startTrace() {
   if (pattern.empty()) return Status::ok();
   if (!splitPrefix_.empty()) {
     // A split child writes beside its parent: "trace-%r.json" → "trace-%r.c0.s1.2.json".
-    std::string tag = prefix_.substr(6, prefix_.size() - 7);  // "braid/c0/s1/2/" → "c0/s1/2"
-    std::replace(tag.begin(), tag.end(), '/', '.');
+    const std::string tag = prefixTag();
     const size_t ext = pattern.rfind(".json");
     pattern.insert(ext != std::string::npos && ext + 5 == pattern.size() ? ext : pattern.size(),
                    "." + tag);

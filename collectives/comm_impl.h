@@ -112,6 +112,13 @@ class Communicator::Impl {
   int splits_ = 0;
   int shrinks_ = 0;
   const std::string& storePrefix() const { return prefix_; }
+  /// The store prefix of a child (split, shrink) named `tag`: beside this one's, never under it
+  /// ("braid/c0/" → "braid/c0.s1.2/"), so that erasing this prefix leaves a child that outlives
+  /// it intact.
+  std::string childPrefix(const std::string& tag) const;
+  /// The prefix as one name part, for shm segment and trace file names: "braid/c0.s1.2/" →
+  /// "c0.s1.2".
+  std::string prefixTag() const;
   std::atomic<bool> aborted_{false};
   std::unique_ptr<detail::Selector> selector_;
   detail::AlgoOverrides algoOverrides_;

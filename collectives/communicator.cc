@@ -180,8 +180,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
     if (members[i].second == impl_->rank_) options.rank = static_cast<int>(i);
   }
   std::unique_ptr<Impl> child(new Impl());
-  child->splitPrefix_ =
-      impl_->storePrefix() + "s" + std::to_string(seq) + "/" + std::to_string(color) + "/";
+  child->splitPrefix_ = impl_->childPrefix("s" + std::to_string(seq) + "." + std::to_string(color));
   Status s = child->init(std::move(options));
   setLogRank(impl_->rank_);  // init set the child's rank as the log prefix
   if (!s.isOk()) {
@@ -275,7 +274,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
       static_cast<int>(std::find(survivors.begin(), survivors.end(), p.rank_) - survivors.begin());
   options.timeoutMs = p.timeoutMs();
   std::unique_ptr<Impl> child(new Impl());
-  child->splitPrefix_ = base + "c/";
+  child->splitPrefix_ = p.childPrefix("k" + std::to_string(seq));
   // The log prefix stays the new rank (init sets it): after a shrink the new communicator is
   // the one a program goes on with.
   Status s = child->init(std::move(options));
@@ -294,20 +293,38 @@ Communicator::Impl::~Impl() {
   queueCv_.notify_all();
   if (worker_.joinable()) worker_.join();
   // Rank 0 usually serves the rendezvous store: it stays until every rank has left (bounded), so
-  // that peers can still read an abort record or finish their own teardown.
-  if (store_ && size_ > 1 && p2p_) {
-    auto left = store_->add(prefix_ + "left", 1);
-    if (rank_ == 0 && left.isOk()) {
-      Deadline deadline = Deadline::afterMs(aborted_.load() ? 2000 : std::min<int64_t>(timeoutMs_, 10000));
-      int64_t n = *left;
-      while (n < size_ && !deadline.expired()) {
-        usleep(1000);
-        auto v = store_->add(prefix_ + "left", 0);
-        if (!v.isOk()) break;
-        n = *v;
+  // that peers can still read an abort record or finish their own teardown. Once all have left,
+  // nobody reads this communicator's keys any more, and rank 0 erases them (a job that splits
+  // and destroys communicators all day would otherwise grow the store by each one's keys).
+  if (store_ && p2p_) {
+    int64_t n = 1;
+    if (size_ > 1) {
+      auto left = store_->add(prefix_ + "left", 1);
+      n = left.isOk() ? *left : 0;
+      if (rank_ == 0 && left.isOk()) {
+        Deadline deadline = Deadline::afterMs(aborted_.load() ? 2000 : std::min<int64_t>(timeoutMs_, 10000));
+        while (n < size_ && !deadline.expired()) {
+          usleep(1000);
+          auto v = store_->add(prefix_ + "left", 0);
+          if (!v.isOk()) break;
+          n = *v;
+        }
       }
     }
+    if (rank_ == 0 && n >= size_) (void)store_->erasePrefix(prefix_);
   }
+}
+
+std::string Communicator::Impl::childPrefix(const std::string& tag) const {
+  return prefix_.substr(0, prefix_.size() - 1) + "." + tag + "/";
+}
+
+std::string Communicator::Impl::prefixTag() const {
+  const std::string root = "braid/";
+  std::string tag = prefix_.compare(0, root.size(), root) == 0 ? prefix_.substr(root.size()) : prefix_;
+  if (!tag.empty() && tag.back() == '/') tag.pop_back();
+  std::replace(tag.begin(), tag.end(), '/', '.');
+  return tag;
 }
 
 Status Communicator::Impl::init(CommOptions options) {
@@ -327,6 +344,7 @@ Status Communicator::Impl::init(CommOptions options) {
   prefix_ = !splitPrefix_.empty()       ? splitPrefix_
             : !options.keyPrefix.empty() ? options.keyPrefix
                                          : "braid/c" + std::to_string(gCommCounter.fetch_add(1)) + "/";
+  if (prefix_.back() != '/') prefix_ += '/';  // "pg3" and "pg30" are two communicators
   std::string transportName = options.transport.empty() ? paramString("BRAID_TRANSPORT") : options.transport;
   if (transportName != "auto" && transportName != "shm" && transportName != "tcp") {
     return invalidArgument("unknown transport '" + transportName + "'; valid: auto, shm, tcp");
@@ -407,13 +425,10 @@ Status Communicator::Impl::init(CommOptions options) {
 
   // Intra-host segment for the shm all-reduce and barrier.
   if (useShm) {
-    // The store prefix names the communicator ("braid/c0/", a split child "braid/c0/s1/2/");
-    // a POSIX shm name may hold no further '/'.
-    std::string tag = prefix_.substr(6, prefix_.size() - 7);
-    std::replace(tag.begin(), tag.end(), '/', '.');
+    // The store prefix names the communicator; a POSIX shm name may hold no further '/'.
     char name[128];
     snprintf(name, sizeof(name), "/braid-%016llx-%s-h%d", static_cast<unsigned long long>(secret_),
-             tag.c_str(), hostOf_[rank_]);
+             prefixTag().c_str(), hostOf_[rank_]);
     BRAID_ASSIGN_OR_RETURN(
         segment_,
         detail::ShmSegment::create(

@@ -7,7 +7,10 @@
 # build-fuzz/artifacts/<target>/ and makes the script exit nonzero. Prints one line per target:
 # executions, seconds, result. Installs clang and libFuzzer from Debian when they are missing.
 #
-#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [target...]
+# --no-build fuzzes the binaries already in the build directory as they are (several fuzz.sh runs
+# side by side, one per core, while the sources change).
+#
+#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [--no-build] [target...]
 #   scripts/fuzz.sh --list
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +18,11 @@ cd "$(dirname "$0")/.."
 time_s=60
 runs=-1
 jobs="$(nproc)"
+build_first=1
 targets=()
 all=(tuning_file algo_spec tuner_rules topology_file calibration_cache store_server tcp_frames
      handshake)
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --time) time_s="$2"; shift 2 ;;
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
     --runs=*) runs="${1#*=}"; shift ;;
     --jobs) jobs="$2"; shift 2 ;;  # build jobs; fuzzing is always one process
     --jobs=*) jobs="${1#*=}"; shift ;;
+    --no-build) build_first=0; shift ;;
     --list) printf '%s\n' "${all[@]}"; exit 0 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -48,7 +53,13 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DBRAID_WITH_CUDA=OFF -DBRAID_WITH_NCCL=OFF -DBRAID_WITH_UCX=OFF -DBRAID_WITH_MPI=OFF \
     -DBRAID_WITH_HWLOC=OFF -DBRAID_WITH_PYTHON=OFF >/dev/null
 fi
-cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}"
+if [ $build_first -eq 1 ]; then
+  cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}"
+else
+  for t in "${targets[@]}"; do
+    [ -x "$build/tests/fuzz/fuzz_$t" ] || { echo "fuzz.sh: --no-build, but $build/tests/fuzz/fuzz_$t is not built" >&2; exit 2; }
+  done
+fi
 
 status=0
 summary=()

@@ -26,6 +26,14 @@ class Store {
   virtual Result<std::vector<uint8_t>> get(const std::string& key, Deadline deadline) = 0;
   /// Atomically adds delta to an integer key (missing = 0) and returns the new value.
   virtual Result<int64_t> add(const std::string& key, int64_t delta) = 0;
+  /// Removes every key that starts with prefix. braid calls it once every rank has left a
+  /// communicator, for the communicator's own prefix (a child's keys live beside its parent's,
+  /// never under them). Optional: the default keeps the keys and returns ok, so a store without
+  /// deletion still works, holding a few KiB more for every communicator a job creates.
+  virtual Status erasePrefix(const std::string& prefix) {
+    (void)prefix;
+    return Status::ok();
+  }
 };
 
 }  // namespace braid

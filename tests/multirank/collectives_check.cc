@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -309,11 +310,25 @@ void runSplit(Checker& c) {
       if (v[0] != want || v[999] != want) c.fail("allreduce on a split communicator: wrong sum");
     }
   }
+  child->reset();  // destroyed here: its rank 0 erases the child's keys once all have left
   std::vector<float> w(16, 1.0f);
   c.ok(c.comm->allReduce(w.data(), w.data(), w.size(), DataType::kFloat32, ReduceOp::kSum),
        "parent allreduce after split");
   ++c.checks;
   if (w[0] != static_cast<float>(p)) c.fail("parent allreduce after split: wrong sum");
+  // The parent's all-reduce started after every child was destroyed, so a file store (one file
+  // per key, '.' encoded as %2E) holds no key of a split child any more.
+  const char* dir = std::getenv("BRAID_FILE_STORE");
+  if (dir == nullptr || r != 0) return;
+  ++c.checks;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("%2Es") != std::string::npos) {
+      return c.fail("a destroyed split child's key is still in the store: " + name);
+    }
+  }
+  if (ec) c.fail("cannot list BRAID_FILE_STORE " + std::string(dir) + ": " + ec.message());
 }
 
 // Bad input is rejected with kInvalidArgument and leaves the communicator usable.

@@ -2,6 +2,7 @@
 // set writes a temporary file and renames it over the key (atomic on POSIX), get polls for the
 // file with back-off until the deadline, add serializes through flock on a per-key lock file.
 // Integer keys hold decimal text, as in the TCP store.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -102,6 +103,25 @@ class FileStore : public Store {
     Result<int64_t> result = addLocked(key, path, delta);
     ::close(fd);  // releases the lock
     return result;
+  }
+
+  /// Removes the key files and lock files of the keys under prefix (the encoding keeps prefixes).
+  Status erasePrefix(const std::string& prefix) override {
+    BRAID_RETURN_IF_ERROR(checkKey(prefix));
+    const std::string key = encodeKey(prefix);
+    const std::string lock = ".lock." + key;
+    DIR* d = ::opendir(dir_.c_str());
+    if (d == nullptr) return errnoError("file store: listing " + dir_, errno);
+    Status status;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, key.size(), key) != 0 && name.compare(0, lock.size(), lock) != 0) continue;
+      if (::unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT && status.isOk()) {
+        status = errnoError("file store: removing " + dir_ + "/" + name, errno);
+      }
+    }
+    ::closedir(d);
+    return status;
   }
 
  private:

@@ -4,7 +4,8 @@
 // Protocol (host byte order; all ranks of a job share an architecture), one request at a time
 // per connection:
 //   request  = {magic, op, keyLength, 0, valueLength, arg} key value
-//              op: ping | set | get (arg = wait in ms) | add (arg = delta)
+//              op: ping | set | get (arg = wait in ms) | add (arg = delta) | erase (key = the
+//              prefix of the keys to remove)
 //   response = {magic, code, length} payload
 //              code: 0 ok (get: the value; add: the new int64; ping: empty), else a braid Code
 //              with a message as payload.
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -44,7 +46,7 @@ constexpr uint32_t kStoreMagic = 0x54535442;  // "BTST"
 /// Extra time a client waits beyond its deadline for the server's timeout answer.
 constexpr int64_t kReplyGraceMs = 2000;
 
-enum class Op : uint32_t { kPing = 1, kSet = 2, kGet = 3, kAdd = 4 };
+enum class Op : uint32_t { kPing = 1, kSet = 2, kGet = 3, kAdd = 4, kErasePrefix = 5 };
 
 struct RequestHeader {
   uint32_t magic;
@@ -338,7 +340,7 @@ class TcpStoreServer {
                     ")");
         break;
       }
-      if (h.op < static_cast<uint32_t>(Op::kPing) || h.op > static_cast<uint32_t>(Op::kAdd)) {
+      if (h.op < static_cast<uint32_t>(Op::kPing) || h.op > static_cast<uint32_t>(Op::kErasePrefix)) {
         drop(c, "unknown operation " + std::to_string(h.op));
         break;
       }
@@ -408,6 +410,14 @@ class TcpStoreServer {
         data_[key].assign(text.begin(), text.end());
         respond(c, Code::kOk, reinterpret_cast<const uint8_t*>(&v), sizeof(v));
         wakeWaiters(key);
+        return;
+      }
+      case Op::kErasePrefix: {
+        // A get parked on an erased key stays parked until the key is set again or its wait ends.
+        for (auto it = data_.begin(); it != data_.end();) {
+          it = it->first.compare(0, key.size(), key) == 0 ? data_.erase(it) : std::next(it);
+        }
+        respond(c, Code::kOk, nullptr, 0);
         return;
       }
     }
@@ -549,6 +559,12 @@ class TcpStore : public Store {
     int64_t v;
     std::memcpy(&v, reply.data(), sizeof(v));
     return v;
+  }
+
+  Status erasePrefix(const std::string& prefix) override {
+    if (prefix.empty()) return invalidArgument("TCP store: erasePrefix of an empty prefix");
+    std::vector<uint8_t> reply;
+    return call(Op::kErasePrefix, prefix, nullptr, 0, 0, Deadline::afterMs(timeoutMs_), &reply);
   }
 
  private:

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -192,6 +193,36 @@ TEST_P(StoreTest, SetGetAddInOneProcess) {
   ASSERT_TRUE(store_->set("word", bytes("abc")).isOk());
   EXPECT_EQ(store_->add("word", 1).status().code(), Code::kInvalidUsage);
   EXPECT_EQ(store_->set("", bytes("x")).code(), Code::kInvalidArgument);
+}
+
+TEST_P(StoreTest, ErasePrefixRemovesExactlyTheKeysUnderIt) {
+  ASSERT_TRUE(store_->set("braid/c0/host/0", bytes("h")).isOk());
+  ASSERT_TRUE(store_->set("braid/c0/handles/1", bytes("x")).isOk());
+  ASSERT_EQ(store_->add("braid/c0/left", 2).value(), 2);
+  ASSERT_TRUE(store_->set("braid/c0.s1.0/host/0", bytes("child")).isOk());  // a child, beside
+  ASSERT_TRUE(store_->set("braid/c01/host/0", bytes("c01")).isOk());
+  ASSERT_TRUE(store_->set("braid/c", bytes("short")).isOk());
+  ASSERT_TRUE(store_->erasePrefix("braid/c0/").isOk());
+  for (const char* gone : {"braid/c0/host/0", "braid/c0/handles/1", "braid/c0/left"}) {
+    EXPECT_EQ(store_->get(gone, Deadline::afterMs(0)).status().code(), Code::kTimeout) << gone;
+  }
+  EXPECT_EQ(text(store_->get("braid/c0.s1.0/host/0", Deadline::afterMs(kWaitMs)).value()), "child");
+  EXPECT_EQ(text(store_->get("braid/c01/host/0", Deadline::afterMs(kWaitMs)).value()), "c01");
+  EXPECT_EQ(text(store_->get("braid/c", Deadline::afterMs(kWaitMs)).value()), "short");
+  // An erased counter starts again from 0; erasing nothing is fine; an empty prefix is refused.
+  EXPECT_EQ(store_->add("braid/c0/left", 1).value(), 1);
+  EXPECT_TRUE(store_->erasePrefix("nothing/").isOk());
+  EXPECT_EQ(store_->erasePrefix("").code(), Code::kInvalidArgument);
+  if (GetParam() == Kind::kFile) {
+    // Nothing of the erased keys is left on disk, lock files included.
+    ASSERT_TRUE(store_->erasePrefix("braid/c0/").isOk());
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/store")) {
+      EXPECT_EQ(e.path().filename().string().find("c0%2F"), std::string::npos) << e.path();
+      ++files;
+    }
+    EXPECT_EQ(files, 3u);  // the three keys kept (set makes no lock file)
+  }
 }
 
 TEST_P(StoreTest, GetOfAMissingKeyTimesOutAtTheDeadline) {
