@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -109,6 +110,9 @@ class Communicator::Impl {
   /// child (set before init; "" = a fresh top-level prefix); splits made so far.
   CommOptions options_;
   std::string splitPrefix_;
+  /// A split or shrink child's fabric model, its parent's (set before init): the child runs on
+  /// the same hosts and links, so it neither probes nor reads the cache again.
+  std::optional<detail::FabricModel> inheritedModel_;
   int splits_ = 0;
   int shrinks_ = 0;
   const std::string& storePrefix() const { return prefix_; }

@@ -181,6 +181,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   }
   std::unique_ptr<Impl> child(new Impl());
   child->splitPrefix_ = impl_->childPrefix("s" + std::to_string(seq) + "." + std::to_string(color));
+  child->inheritedModel_ = impl_->selector_->costModel().model();
   Status s = child->init(std::move(options));
   setLogRank(impl_->rank_);  // init set the child's rank as the log prefix
   if (!s.isOk()) {
@@ -275,6 +276,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   options.timeoutMs = p.timeoutMs();
   std::unique_ptr<Impl> child(new Impl());
   child->splitPrefix_ = p.childPrefix("k" + std::to_string(seq));
+  child->inheritedModel_ = p.selector_->costModel().model();
   // The log prefix stays the new rank (init sets it): after a shrink the new communicator is
   // the one a program goes on with.
   Status s = child->init(std::move(options));
@@ -554,7 +556,13 @@ Status Communicator::Impl::buildSelector(const std::string& transportName, Deadl
   detail::P2p probeNet(rank_, size_, &links_, std::min<int64_t>(timeoutMs_, 10000),
                        [this] { return checkAbort(); });
   ctx.p2p = &probeNet;
-  BRAID_ASSIGN_OR_RETURN(detail::FabricModel model, detail::calibrateFabric(ctx, pending));
+  detail::FabricModel model;
+  if (inheritedModel_ && !forceProbe) {
+    model = *inheritedModel_;
+    model.callUs = 0;  // measured anew (setUpSelector)
+  } else {
+    BRAID_ASSIGN_OR_RETURN(model, detail::calibrateFabric(ctx, pending));
+  }
 
   std::vector<detail::TuningRule> rules;
   const std::string file = paramString("BRAID_TUNING_FILE");
@@ -627,6 +635,11 @@ std::string implausible(const std::string& source,
 Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
   detail::PendingCache pending;
   BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, false, prefix_, &pending));
+  if (inheritedModel_) {
+    // The parent's model passed the checks below when the parent was created; a child with
+    // fewer ranks per core has a call overhead of its own.
+    return measureCallOverhead().withContext("timing the collective call");
+  }
   std::vector<CallCheck> checks;
   BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks).withContext("timing the collective call"));
   std::string source = selector_->costModel().model().source;
