@@ -491,7 +491,9 @@ def main(argv):
     finally:
         if jf:
             jf.close()
-        shutil.rmtree(args.cache_dir, ignore_errors=True)
+        # The kept reports live under the run's directory: leave it for them.
+        if not (args.keep and failed):
+            shutil.rmtree(args.cache_dir, ignore_errors=True)
     print("\n# braid-chaos: %d injection(s), %d failed, %.0f s; BRAID_TIMEOUT_MS=%d" % (
         len(results), failed, time.monotonic() - started, args.timeout_ms))
     print_table(results, sys.stdout)
