@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -132,7 +133,14 @@ Status runBucketerOp(Communicator& comm, const BucketerOpOptions& o, size_t* wro
     std::vector<Grad*> order;
     std::vector<void*> ptrs;
     for (Grad& gr : grads) order.push_back(&gr);
-    std::shuffle(order.begin(), order.end(), mine);
+    const bool faultStep = o.midStep && !faulted;
+    if (faultStep) {
+      // Backward's order (the last registered first): the first half completes the first
+      // buckets, so that they are on the wire when the fault strikes.
+      std::reverse(order.begin(), order.end());
+    } else {
+      std::shuffle(order.begin(), order.end(), mine);
+    }
     for (Grad* gr : order) {
       void* dst = gr->buffer.data();
       if (bo.zeroCopy) {
@@ -144,13 +152,15 @@ Status runBucketerOp(Communicator& comm, const BucketerOpOptions& o, size_t* wro
                          phaseOf(i, s, p.period()));
       ptrs.push_back(bo.zeroCopy ? nullptr : dst);
     }
-    if (o.midStep && !faulted) {
-      // Half marked (their buckets launch), then the fault, then the rest.
+    if (faultStep) {
+      // Half marked (their buckets launch), a moment for the engine to start them, then the
+      // fault, then the rest.
       const size_t half = order.size() / 2;
       std::vector<Grad*> first(order.begin(), order.begin() + static_cast<long>(half));
       std::vector<void*> firstPtrs(ptrs.begin(), ptrs.begin() + static_cast<long>(half));
       Status marked = markAll(*b, first, firstPtrs, 1);
       faulted = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       o.midStep();
       if (marked.isOk()) {
         order.erase(order.begin(), order.begin() + static_cast<long>(half));

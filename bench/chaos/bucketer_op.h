@@ -22,7 +22,8 @@ struct BucketerOpOptions {
   /// the driver strikes.
   bool large = false;
   /// Called once, on the calling thread, in the first step after half of the gradients were
-  /// marked ready (buckets are in flight): the victim's own fault (exit, socket shutdown).
+  /// marked ready in backward's order (the last registered first), so that the first buckets
+  /// are in flight: the victim's own fault (exit, socket shutdown).
   std::function<void()> midStep;
 };
 
