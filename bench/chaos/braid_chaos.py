@@ -12,13 +12,14 @@ and strikes once at a random moment with one fault:
   link       the link of one emulated host goes down (ip link set fab0 down; fabric only)
   shmfull    /dev/shm has no room: the intra-host segment cannot be made (shm only)
 
-What the fault strikes (the op column of the JSON plan, fault_op): in half of the injections a
-collective (the exit and sockclose faults: a long all-reduce), in the other half a Bucketer: every
-rank runs a long Bucketer job (several steps of random gradients marked ready in a random order) at
-the fault's op, and the fault hits its in-flight bucket reductions (the exit and sockclose faults:
-with half of a step's gradients marked ready). shmfull strikes the communicator's creation. The
-table's "bucket" column counts the injections whose fault struck a Bucketer job, "b_err" those in
-which some survivor's error came from a Bucketer job (finalize, markReady or finishStep).
+What the fault strikes (fault_op, in the JSON plan and on each progress line; --fault-ops): in
+half of the injections a collective (the exit and sockclose faults: a long all-reduce), in the
+other half a Bucketer: every rank runs a long Bucketer job (several steps of random gradients
+marked ready in a random order) at the fault's op, and the fault hits its finalize or its in-flight
+bucket reductions (the exit and sockclose faults: with the first half of a step's gradients marked
+ready, in backward's order). shmfull strikes the communicator's creation. Random ops of every job
+include Bucketer jobs too. The table's "bucket" column counts the injections whose fault struck a
+Bucketer job, "b_err" those in which some survivor's error came from a Bucketer job.
 
 Transports: shm (one host: the shared segment and shm rings), tcp (BRAID_TRANSPORT=tcp on one
 host), fabric (2-4 emulated hosts, scripts/fabric.sh network namespaces, tcp between them).
