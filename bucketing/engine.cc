@@ -96,9 +96,11 @@ Status Bucketer::Impl::verifyRegistrations() {
     std::vector<uint64_t> h(nmin), lo(nmin), hi(nmin);
     for (size_t i = 0; i < nmin; ++i) h[i] = detail::hashParam(specs_[i]);
     BRAID_RETURN_IF_ERROR(
-        comm_->allReduce(h.data(), lo.data(), nmin, DataType::kUint64, ReduceOp::kMin));
+        comm_->allReduce(h.data(), lo.data(), nmin, DataType::kUint64, ReduceOp::kMin)
+            .withContext("Bucketer::finalize: comparing parameter hashes"));
     BRAID_RETURN_IF_ERROR(
-        comm_->allReduce(h.data(), hi.data(), nmin, DataType::kUint64, ReduceOp::kMax));
+        comm_->allReduce(h.data(), hi.data(), nmin, DataType::kUint64, ReduceOp::kMax)
+            .withContext("Bucketer::finalize: comparing parameter hashes"));
     for (size_t i = 0; i < nmin; ++i) {
       if (lo[i] != hi[i]) {
         first = i;
@@ -124,7 +126,8 @@ Status Bucketer::Impl::verifyRegistrations() {
     std::strncpy(mine.name, s.name.c_str(), sizeof(mine.name) - 1);
   }
   std::vector<Record> all(static_cast<size_t>(p));
-  BRAID_RETURN_IF_ERROR(comm_->allGather(&mine, all.data(), sizeof(Record), DataType::kUint8));
+  BRAID_RETURN_IF_ERROR(comm_->allGather(&mine, all.data(), sizeof(Record), DataType::kUint8)
+                            .withContext("Bucketer::finalize: exchanging the differing parameter"));
   std::string msg = "registrations differ across ranks at parameter #" + std::to_string(first) +
                     " (registration order):";
   for (int r = 0; r < p && r < 8; ++r) {

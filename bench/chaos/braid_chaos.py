@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """braid-chaos: injects faults into running braid jobs by the hundred and checks what survives.
 
-Each injection starts a job of 2-8 ranks of braid-chaos-worker (random verified collectives, every
-rank deriving the same sequence from the injection's seed) over one transport, and strikes once at
-a random moment with one fault:
+Each injection starts a job of 2-8 ranks of braid-chaos-worker (random verified collectives and
+Bucketer jobs, every rank deriving the same sequence from the injection's seed) over one transport,
+and strikes once at a random moment with one fault:
 
   kill       kill -9 of one rank
   stop       SIGSTOP of one rank (it stalls; SIGCONT once the others have failed)
@@ -11,6 +11,15 @@ a random moment with one fault:
   sockclose  a rank shuts down every socket it holds in the middle of an all-reduce (tcp, fabric)
   link       the link of one emulated host goes down (ip link set fab0 down; fabric only)
   shmfull    /dev/shm has no room: the intra-host segment cannot be made (shm only)
+
+What the fault strikes (fault_op, in the JSON plan and on each progress line; --fault-ops): in
+half of the injections a collective (the exit and sockclose faults: a long all-reduce), in the
+other half a Bucketer: every rank runs a long Bucketer job (several steps of random gradients
+marked ready in a random order) at the fault's op, and the fault hits its finalize or its in-flight
+bucket reductions (the exit and sockclose faults: with the first half of a step's gradients marked
+ready, in backward's order). shmfull strikes the communicator's creation. Random ops of every job
+include Bucketer jobs too. The table's "bucket" column counts the injections whose fault struck a
+Bucketer job, "b_err" those in which some survivor's error came from a Bucketer job.
 
 Transports: shm (one host: the shared segment and shm rings), tcp (BRAID_TRANSPORT=tcp on one
 host), fabric (2-4 emulated hosts, scripts/fabric.sh network namespaces, tcp between them).
@@ -24,7 +33,8 @@ For every injection it checks, and counts as a failure otherwise:
     creating it (fd_leak); no process of the job is left (proc_leak); /dev/shm, private to the
     run, is empty (shm_leak); no network namespace is left (netns_leak). Ports are the fds of
     processes that are gone or were counted;
-  - every collective that reported success produced the right result (wrong).
+  - every collective and every Bucketer step that reported success produced the right result
+    (wrong).
 
 The run happens in a private mount namespace (unshare -m) with a fresh tmpfs on /dev/shm per
 job, so the shm checks see only this job's objects and `shmfull` fills nothing outside it. It
@@ -47,6 +57,7 @@ import tempfile
 import time
 
 FAULTS = ("kill", "stop", "exit", "sockclose", "link", "shmfull")
+FAULT_OPS = ("collective", "bucketer")
 TRANSPORTS = ("shm", "tcp", "fabric")
 COMPATIBLE = {
     "kill": TRANSPORTS, "stop": TRANSPORTS, "exit": TRANSPORTS,
@@ -59,7 +70,7 @@ MARKER = "BRAID_CHAOS_JOB"
 CONFIGURED_FABRIC = "@PROJECT_SOURCE_DIR@/scripts/fabric.sh"
 
 
-def plan_for(seed, faults, transports, max_ranks):
+def plan_for(seed, faults, transports, max_ranks, fault_ops=FAULT_OPS):
     rng = random.Random(seed)
     pairs = [(f, t) for f in faults for t in transports if t in COMPATIBLE[f]]
     fault, transport = pairs[rng.randrange(len(pairs))]
@@ -69,16 +80,20 @@ def plan_for(seed, faults, transports, max_ranks):
         per_host = rng.randint(1, max(1, min(2, max_ranks // hosts)))
     ranks = hosts * per_host
     victim = rng.randrange(ranks)
-    return {
+    plan = {
         "seed": seed, "fault": fault, "transport": transport, "hosts": hosts,
         "per_host": per_host, "ranks": ranks, "victim": victim,
         "victim_host": victim // per_host, "fault_at": rng.randint(0, 25),
         "delay_ms": rng.randint(0, 40),
     }
+    # Drawn last, so that a seed's other choices are what they were before the Bucketer mode.
+    op = FAULT_OPS[rng.random() < 0.5] if len(fault_ops) > 1 else fault_ops[0]
+    plan["fault_op"] = "create" if fault == "shmfull" else op
+    return plan
 
 
 def read_report(path):
-    rep = {"ops": 0, "wrong": [], "error": None, "inject_ns": None}
+    rep = {"ops": 0, "wrong": [], "error": None, "inject_ns": None, "kind": None}
     try:
         with open(path) as f:
             lines = f.read().splitlines()
@@ -93,7 +108,9 @@ def read_report(path):
         elif word == "fds_after":
             rep["fds_after"] = int(rest)
         elif word == "op":
-            rep["ops"] = int(rest) + 1
+            j, _, kind = rest.partition(" ")
+            rep["ops"] = int(j) + 1
+            rep["kind"] = kind or None
         elif word == "wrong":
             rep["wrong"].append(rest)
         elif word == "inject":
@@ -102,7 +119,10 @@ def read_report(path):
             rep["done"] = int(rest)
         elif word == "error":
             j, t, code, msg = (rest.split(" ", 3) + ["", "", "", ""])[:4]
-            rep["error"] = {"op": int(j), "ns": int(t), "code": int(code), "message": msg}
+            # The kind of the op that failed (none: creating the communicator failed).
+            kind = rep["kind"] if int(j) == rep["ops"] - 1 else None
+            rep["error"] = {"op": int(j), "kind": kind, "ns": int(t), "code": int(code),
+                            "message": msg}
     return rep
 
 
@@ -137,8 +157,9 @@ class Job:
         a = [self.args.worker, "--seed", str(p["seed"]), "--max-bytes", str(self.args.max_bytes),
              "--report", os.path.join(self.work, "rank%r.txt")]
         if p["fault"] in ("exit", "sockclose"):
-            a += ["--victim", str(p["victim"]), "--fault-at", str(p["fault_at"]),
-                  "--self-fault", p["fault"]]
+            a += ["--victim", str(p["victim"]), "--self-fault", p["fault"]]
+        if p["fault"] in ("exit", "sockclose") or p["fault_op"] == "bucketer":
+            a += ["--fault-at", str(p["fault_at"]), "--fault-op", p["fault_op"]]
         return a
 
     def env(self):
@@ -322,8 +343,10 @@ def run_injection(args, plan):
             out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
             if job.fabric_id + "-" in out:
                 problems.append("netns_leak")
+        bucketer_errors = [r for r in survivors
+                           if reps[r]["error"] and reps[r]["error"]["kind"] == "bucketer"]
         details = {"plan": plan, "problems": sorted(set(problems)), "shm_left": left,
-                   "inject_ns": inject_ns, "reports": reps}
+                   "inject_ns": inject_ns, "reports": reps, "bucketer_errors": bucketer_errors}
         return sorted(set(problems)), details
     finally:
         job.kill_all()
@@ -349,15 +372,17 @@ def names_culprit(plan, rank, message):
 
 def print_table(results, out):
     kinds = ["ok", "late", "no_error", "unnamed", "hang", "crash", "wrong", "fd_leak",
-             "proc_leak", "shm_leak", "netns_leak", "not_reached"]
+             "proc_leak", "shm_leak", "netns_leak", "not_reached", "bucket", "b_err"]
     cells = collections.defaultdict(collections.Counter)
-    for plan, problems in results:
+    for plan, problems, details in results:
         key = (plan["fault"], plan["transport"])
         cells[key]["runs"] += 1
         if not problems:
             cells[key]["ok"] += 1
         for p in problems:
             cells[key][p] += 1
+        cells[key]["bucket"] += plan["fault_op"] == "bucketer"
+        cells[key]["b_err"] += bool(details["bucketer_errors"])
     head = "%-10s %-7s %5s " % ("fault", "transp.", "runs") + " ".join("%6s" % k[:6] for k in kinds)
     print(head, file=out)
     for key in sorted(cells):
@@ -395,6 +420,9 @@ def main(argv):
     ap.add_argument("--replay", type=int, help="run the one injection of this seed, verbosely")
     ap.add_argument("--faults", default=",".join(FAULTS), help="comma list (default: all)")
     ap.add_argument("--transports", default=",".join(TRANSPORTS), help="comma list (default: all)")
+    ap.add_argument("--fault-ops", default=",".join(FAULT_OPS),
+                    help="what the fault strikes, comma list of collective, bucketer (default: "
+                         "both, half of the injections each)")
     ap.add_argument("--max-ranks", type=int, default=8, help="largest job (default 8)")
     ap.add_argument("--max-bytes", type=int, default=64 << 20,
                     help="largest collective buffer per rank (default 64 MiB)")
@@ -415,9 +443,12 @@ def main(argv):
     args = ap.parse_args(argv)
     faults = [f for f in args.faults.split(",") if f]
     transports = [t for t in args.transports.split(",") if t]
-    bad = [f for f in faults if f not in FAULTS] + [t for t in transports if t not in TRANSPORTS]
-    if bad or not any(t in COMPATIBLE[f] for f in faults for t in transports):
-        ap.error("unknown or incompatible faults/transports: %s" % (",".join(bad) or args.faults))
+    fault_ops = tuple(o for o in FAULT_OPS if o in args.fault_ops.split(","))
+    bad = [f for f in faults if f not in FAULTS] + [t for t in transports if t not in TRANSPORTS] + \
+        [o for o in args.fault_ops.split(",") if o not in FAULT_OPS]
+    if bad or not fault_ops or not any(t in COMPATIBLE[f] for f in faults for t in transports):
+        ap.error("unknown or incompatible faults/transports/fault ops: %s" %
+                 (",".join(bad) or args.faults))
     if not os.access(args.worker, os.X_OK):
         ap.error("no worker at %s (--worker)" % args.worker)
     if "fabric" in transports and not os.access(args.fabric, os.X_OK):
@@ -433,21 +464,23 @@ def main(argv):
     started = time.monotonic()
     try:
         for i, seed in enumerate(seeds):
-            plan = plan_for(seed, faults, transports, args.max_ranks)
+            plan = plan_for(seed, faults, transports, args.max_ranks, fault_ops)
             t0 = time.monotonic()
             problems, details = run_injection(args, plan)
             details["seconds"] = round(time.monotonic() - t0, 2)
-            results.append((plan, problems))
+            results.append((plan, problems, details))
             failed += bool(problems)
-            line = "%4d seed %-9d %-9s %-6s %d rank(s) on %d host(s), victim %d at op %d: %s (%.1f s)" % (
-                i, seed, plan["fault"], plan["transport"], plan["ranks"], plan["hosts"],
-                plan["victim"], plan["fault_at"], ",".join(problems) or "ok", details["seconds"])
+            line = "%4d seed %-9d %-9s %-6s %d rank(s) on %d host(s), victim %d at op %d (%s): %s " \
+                "(%.1f s)" % (i, seed, plan["fault"], plan["transport"], plan["ranks"],
+                              plan["hosts"], plan["victim"], plan["fault_at"], plan["fault_op"],
+                              ",".join(problems) or "ok", details["seconds"])
             print(line, flush=True)
             if args.replay is not None or problems:
                 for r, rep in sorted(details["reports"].items()):
                     err = rep["error"]
                     print("     rank %d: ops %d, %s%s" % (
-                        r, rep["ops"], "error at op %d: %s" % (err["op"], err["message"])
+                        r, rep["ops"], "error at op %d (%s): %s" % (
+                            err["op"], err["kind"] or "create", err["message"])
                         if err else ("done" if "done" in rep else "no error"),
                         ", wrong %s" % rep["wrong"] if rep["wrong"] else ""))
                 if details["shm_left"]:
@@ -459,7 +492,9 @@ def main(argv):
     finally:
         if jf:
             jf.close()
-        shutil.rmtree(args.cache_dir, ignore_errors=True)
+        # The kept reports live under the run's directory: leave it for them.
+        if not (args.keep and failed):
+            shutil.rmtree(args.cache_dir, ignore_errors=True)
     print("\n# braid-chaos: %d injection(s), %d failed, %.0f s; BRAID_TIMEOUT_MS=%d" % (
         len(results), failed, time.monotonic() - started, args.timeout_ms))
     print_table(results, sys.stdout)

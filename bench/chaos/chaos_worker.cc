@@ -2,15 +2,18 @@
 // injects the faults). It creates a communicator from the environment, then issues a random
 // sequence of collectives that every rank derives from the same seed — every collective of the
 // braid-perf harness (its verifiable patterns and checks), random sizes up to --max-bytes, random
-// dtypes, ops and forced algorithms, sync and async (several outstanding), and send/recv pairs —
-// checking every result that reports success. It stops at the first error, destroys the
+// dtypes, ops and forced algorithms, sync and async (several outstanding), send/recv pairs, and
+// Bucketer jobs (bucketer_op.h: random gradients marked ready in a random order over several
+// steps) — checking every result that reports success. It stops at the first error, destroys the
 // communicator and reports. With --self-fault, rank --victim injects its own fault at op
 // --fault-at: `exit` (std::exit(0) with an all-reduce in flight) or `sockclose` (shutdown of every
-// socket it holds in the middle of an all-reduce).
+// socket it holds in the middle of an all-reduce). --fault-op bucketer makes op --fault-at a long
+// Bucketer job on every rank, for any fault: the self-fault then strikes with half of the first
+// step's gradients marked ready (buckets in flight), and the driver's faults strike its steps.
 //
 // Report (--report FILE, %r = RANK, one line per event, flushed; times are CLOCK_MONOTONIC ns like the
 // driver's time.monotonic_ns()):
-//   pid P | fds N | created T | op J | wrong J N | inject T KIND | error J T CODE MESSAGE |
+//   pid P | fds N | created T | op J KIND | wrong J N | inject T KIND | error J T CODE MESSAGE |
 //   fds_after N | done J
 #include <dirent.h>
 #include <signal.h>
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/chaos/bucketer_op.h"
 #include "bench/perf/harness.h"
 #include "braid/comm.hpp"
 
@@ -67,7 +71,8 @@ struct Options {
   size_t maxBytes = size_t{64} << 20;
   int victim = -1;
   int faultAt = -1;
-  std::string selfFault;  // "", "exit", "sockclose"
+  std::string selfFault;         // "", "exit", "sockclose"
+  bool faultOpBucketer = false;  // --fault-op bucketer
   std::string report;
 };
 
@@ -93,7 +98,7 @@ class Reporter {
 
 // The per-op choices, identical on every rank (the seed and the op index decide them).
 struct OpSpec {
-  int kind;  // index into benches(), or kSendRecv, kBarrier, kAsync
+  int kind;  // index into benches(), or kSendRecv, kBarrier, kAsync, kBucketer
   DataType type;
   ReduceOp op;
   size_t count;
@@ -101,9 +106,14 @@ struct OpSpec {
   int algoPick;  // -1: auto; else an index into the forced algorithm candidates
   bool inPlace;
   int asyncDepth;
+  uint64_t bucketerSeed;
 };
 
-constexpr int kSendRecv = 6, kBarrier = 7, kAsync = 8, kKinds = 9;
+constexpr int kSendRecv = 6, kBarrier = 7, kAsync = 8, kBucketer = 9, kKinds = 10;
+// The op kinds as the report names them ("op J KIND"), in kind order.
+const char* const kKindNames[kKinds] = {"allreduce", "reducescatter", "allgather", "broadcast",
+                                        "reduce",    "alltoall",      "sendrecv",  "barrier",
+                                        "async",     "bucketer"};
 
 const std::vector<const perf::CollectiveBench*>& benches() {
   static const std::vector<const perf::CollectiveBench*> kAll = {
@@ -133,6 +143,7 @@ OpSpec makeSpec(uint64_t seed, int j, int ranks, size_t maxBytes) {
   s.algoPick = g() % 3 == 0 ? -1 : static_cast<int>(g() % 16);
   s.inPlace = g() % 2 == 0;
   s.asyncDepth = 1 + static_cast<int>(g() % 3);
+  s.bucketerSeed = g();
   return s;
 }
 
@@ -155,8 +166,9 @@ class Worker {
     out_->line("created " + std::to_string(monotonicNs()));
     int j = 0;
     for (; j < o_.ops; ++j) {
-      out_->line("op " + std::to_string(j));
-      Status s = runOp(j);
+      const OpSpec spec = planOp(j);
+      out_->line("op " + std::to_string(j) + " " + kKindNames[spec.kind]);
+      Status s = runOp(j, spec);
       if (!s.isOk()) {
         fail(j, s);
         break;
@@ -191,15 +203,26 @@ class Worker {
     if (buf->size() < bytes) buf->resize(bytes);
   }
 
-  Status runOp(int j) {
+  bool isFaultOp(int j) const {
+    return j == o_.faultAt && (!o_.selfFault.empty() || o_.faultOpBucketer);
+  }
+
+  // At the fault's op every rank issues one long all-reduce, or one long Bucketer job
+  // (--fault-op bucketer), which the fault strikes.
+  OpSpec planOp(int j) const {
+    OpSpec spec = makeSpec(o_.seed, j, comm_->size(), o_.maxBytes);
+    if (isFaultOp(j)) spec.kind = o_.faultOpBucketer ? kBucketer : kAsync;
+    return spec;
+  }
+
+  Status runOp(int j, OpSpec spec) {
     const int rank = comm_->rank(), ranks = comm_->size();
-    OpSpec spec = makeSpec(o_.seed, j, ranks, o_.maxBytes);
-    // At the fault's op every rank issues one long all-reduce, which the victim's fault strikes.
-    const bool faultOp = j == o_.faultAt && !o_.selfFault.empty();
-    if (faultOp) spec.kind = kAsync;
+    const bool faultOp = isFaultOp(j);
+    const bool selfFault = faultOp && !o_.selfFault.empty() && rank == o_.victim;
     if (spec.kind == kBarrier) return comm_->barrier();
     if (spec.kind == kSendRecv) return sendRecv(j, spec);
-    if (spec.kind == kAsync) return asyncAllReduce(spec, faultOp, faultOp && rank == o_.victim);
+    if (spec.kind == kAsync) return asyncAllReduce(spec, faultOp, selfFault);
+    if (spec.kind == kBucketer) return bucketer(j, spec, faultOp, selfFault);
     const perf::CollectiveBench& b = *benches()[spec.kind];
     if (!b.reduces) spec.op = ReduceOp::kSum;
     perf::Pattern pattern(spec.type, spec.op, ranks);
@@ -260,6 +283,19 @@ class Worker {
     return Status::ok();
   }
 
+  // A Bucketer job (bucketer_op.h); the fault's op is the long one.
+  Status bucketer(int j, const OpSpec& spec, bool faultOp, bool selfFault) {
+    BucketerOpOptions bo;
+    bo.seed = spec.bucketerSeed;
+    bo.maxBytes = o_.maxBytes;
+    bo.large = faultOp;
+    if (selfFault) bo.midStep = [this] { inject(); };
+    size_t wrong = 0;
+    Status s = runBucketerOp(*comm_, bo, &wrong);
+    if (wrong != 0) out_->line("wrong " + std::to_string(j) + " " + std::to_string(wrong));
+    return s;
+  }
+
   void inject() {
     out_->line("inject " + std::to_string(monotonicNs()) + " " + o_.selfFault);
     if (o_.selfFault == "exit") std::exit(0);
@@ -299,7 +335,8 @@ class Worker {
 int usage(const char* argv0, int code) {
   fprintf(code == 0 ? stdout : stderr,
           "usage: %s --seed S [--ops N] [--max-bytes B] [--victim R --fault-at J "
-          "--self-fault exit|sockclose] [--report FILE]\n"
+          "--self-fault exit|sockclose] [--fault-at J --fault-op collective|bucketer] "
+          "[--report FILE]\n"
           "One rank of a braid-chaos job (started by braid-chaos, which injects the faults);\n"
           "the communicator comes from the environment (braid-info launch).\n",
           argv0);
@@ -318,7 +355,7 @@ int main(int argc, char** argv) {
     const char* v = nullptr;
     if (a == "-h" || a == "--help") return braid::chaos::usage(argv[0], 0);
     if ((a == "--seed" || a == "--ops" || a == "--max-bytes" || a == "--victim" ||
-         a == "--fault-at" || a == "--self-fault" || a == "--report") &&
+         a == "--fault-at" || a == "--self-fault" || a == "--fault-op" || a == "--report") &&
         (v = next()) == nullptr) {
       return braid::chaos::usage(argv[0], 2);
     }
@@ -328,6 +365,8 @@ int main(int argc, char** argv) {
     else if (a == "--victim") o.victim = atoi(v);
     else if (a == "--fault-at") o.faultAt = atoi(v);
     else if (a == "--self-fault") o.selfFault = v;
+    else if (a == "--fault-op" && (strcmp(v, "bucketer") == 0 || strcmp(v, "collective") == 0))
+      o.faultOpBucketer = strcmp(v, "bucketer") == 0;
     else if (a == "--report") o.report = v;
     else return braid::chaos::usage(argv[0], 2);
   }
