@@ -72,7 +72,8 @@ P2p::P2p(int rank, int size, std::vector<PeerLink>* links, int64_t timeoutMs,
       timeoutMs_(timeoutMs),
       checkAbort_(std::move(checkAbort)),
       blockedSend_(size),
-      blockedRecv_(size) {
+      blockedRecv_(size),
+      heardNs_(size, 0) {
   ops_.reserve(1024);
 }
 
@@ -80,15 +81,17 @@ void P2p::begin(uint64_t seq, const Fingerprint& fp) {
   seq_ = seq;
   fp_ = fp;
   dataMeta_ = encodeMeta(FrameKind::kData, fp, seq, rank_, 0);
+  stallReported_ = false;
+  stalledPeers_.clear();
 }
 
 P2p::Handle P2p::postSend(int peer, const void* buf, size_t bytes) {
-  ops_.push_back(Op{peer, true, const_cast<void*>(buf), bytes, nullptr, dataMeta_, false, 0});
+  ops_.push_back(Op{peer, true, const_cast<void*>(buf), bytes, nullptr, dataMeta_, false, 0, 0});
   return static_cast<Handle>(ops_.size() - 1);
 }
 
 P2p::Handle P2p::postRecv(int peer, void* buf, size_t bytes) {
-  ops_.push_back(Op{peer, false, buf, bytes, nullptr, transport::Meta{}, false, 0});
+  ops_.push_back(Op{peer, false, buf, bytes, nullptr, transport::Meta{}, false, 0, 0});
   return static_cast<Handle>(ops_.size() - 1);
 }
 
@@ -117,6 +120,8 @@ Status P2p::checkRecvMeta(const Op& op) {
 Status P2p::progress(bool* progressed) {
   std::fill(blockedSend_.begin(), blockedSend_.end(), 0);
   std::fill(blockedRecv_.begin(), blockedRecv_.end(), 0);
+  uint64_t now = 0;  // read once a sweep, and only when something moved
+  auto stamp = [&now] { return now != 0 ? now : (now = nowNs()); };
   bool allDoneSoFar = true;
   for (size_t i = firstPending_; i < ops_.size(); ++i) {
     Op& op = ops_[i];
@@ -139,6 +144,7 @@ Status P2p::progress(bool* progressed) {
         blocked = 1;
         continue;
       }
+      op.postedNs = stamp();
       *progressed = true;
     }
     bool done = false;
@@ -165,6 +171,7 @@ Status P2p::progress(bool* progressed) {
     op.req = nullptr;
     op.done = true;
     op.done_bytes = bytes;
+    heardNs_[op.peer] = stamp();
     *progressed = true;
     if (!op.isSend) BRAID_RETURN_IF_ERROR(checkRecvMeta(op));
   }
@@ -182,15 +189,30 @@ std::vector<int> P2p::pendingPeers() const {
   return peers;
 }
 
-Status P2p::timeoutStatus() {
-  std::string waiting = collectStalledPeers();
-  return timeoutError("rank " + std::to_string(rank_) + ": no progress for " +
+Status P2p::timeoutStatus(uint64_t nowNs, uint64_t minSilenceNs) {
+  std::string waiting = collectStalledPeers(nowNs, minSilenceNs);
+  return timeoutError("rank " + std::to_string(rank_) + ": " +
+                      (minSilenceNs > 0 ? "no word from the peer for " : "no progress for ") +
                       std::to_string(timeoutMs_) + " ms in #" + std::to_string(seq_) + " " +
                       fp_.describe() + " waiting for " + waiting +
                       " (peer stalled or dead? raise BRAID_TIMEOUT_MS if it is just slow)");
 }
 
-std::string P2p::collectStalledPeers() {
+uint64_t P2p::silenceNs(const Op& op, uint64_t nowNs) const {
+  const uint64_t since = std::max(op.postedNs, heardNs_[op.peer]);
+  return nowNs > since ? nowNs - since : 0;
+}
+
+uint64_t P2p::longestSilenceNs(uint64_t nowNs) const {
+  uint64_t longest = 0;
+  for (size_t i = firstPending_; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    if (!op.done && op.postedNs != 0) longest = std::max(longest, silenceNs(op, nowNs));
+  }
+  return longest;
+}
+
+std::string P2p::collectStalledPeers(uint64_t nowNs, uint64_t minSilenceNs) {
   // Name each peer (and direction) that still owes this rank something, once.
   std::vector<uint8_t> seen(static_cast<size_t>(size_) * 2, 0);
   std::string waiting;
@@ -199,6 +221,7 @@ std::string P2p::collectStalledPeers() {
     const Op& op = ops_[i];
     uint8_t& s = seen[static_cast<size_t>(op.peer) * 2 + (op.isSend ? 1 : 0)];
     if (op.done || s) continue;
+    if (minSilenceNs > 0 && (op.postedNs == 0 || silenceNs(op, nowNs) < minSilenceNs)) continue;
     s = 1;
     if (std::find(stalledPeers_.begin(), stalledPeers_.end(), op.peer) == stalledPeers_.end()) {
       stalledPeers_.push_back(op.peer);
@@ -215,26 +238,33 @@ Status P2p::wait(Handle h) {
   const uint64_t startNs = lastProgressNs;
   uint64_t nextAbortCheckNs = lastProgressNs + 200000000ull;
   bool waited = false;  // idled at least once: a wait worth a trace event when long
-  bool stallReported = false;  // the stall hook ran since the last progress
+  const uint64_t limitNs = static_cast<uint64_t>(timeoutMs_) * 1000000ull;
   while (!ops_[h].done) {
     bool progressed = false;
     BRAID_RETURN_IF_ERROR(progress(&progressed));
     if (progressed) {
       backoff.reset();
       lastProgressNs = nowNs();
-      if (stallReported) stalledPeers_.clear();  // the stall ended: nobody is owed any more
-      stallReported = false;
       continue;
     }
     backoff.pause();
     waited = true;
-    if (backoff.idleRounds() % 256 == 0) {
-      uint64_t now = nowNs();
-      if (now - lastProgressNs > static_cast<uint64_t>(timeoutMs_) * 1000000ull) {
-        return timeoutStatus();
-      }
-      if (stallHook_.due(now - lastProgressNs, &stallReported)) {
-        collectStalledPeers();
+    if (!backoff.spinning()) {
+      // Two ways to be stuck: nothing moved at all for the timeout, or a peer that owes this
+      // rank a posted operation has not been heard from for that long while the traffic with
+      // the others went on (an all-to-all with one rank stopped would otherwise be reported
+      // only once the others' exchanges dried up, seconds late).
+      const uint64_t now = nowNs();
+      const uint64_t idle = now - lastProgressNs;
+      const uint64_t silence = longestSilenceNs(now);
+      if (idle > limitNs) return timeoutStatus(now, 0);
+      if (silence > limitNs) return timeoutStatus(now, limitNs);
+      const uint64_t quiet = std::max(idle, silence);
+      if (quiet <= stallHook_.afterNs()) {
+        if (stallReported_) stalledPeers_.clear();  // the stall ended: nobody is owed any more
+        stallReported_ = false;
+      } else if (stallHook_.due(quiet, &stallReported_)) {
+        collectStalledPeers(now, idle >= silence ? 0 : stallHook_.afterNs());
         stallHook_.run(stalledPeers_);
       }
       if (checkAbort_ && now >= nextAbortCheckNs) {

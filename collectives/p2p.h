@@ -78,6 +78,7 @@ class StallHook {
     return true;
   }
   void run(const std::vector<int>& peers) const { fn_(peers); }
+  uint64_t afterNs() const { return afterNs_; }
 
  private:
   std::function<void(const std::vector<int>&)> fn_;
@@ -135,14 +136,21 @@ class P2p {
     transport::Meta meta;
     bool done;
     size_t done_bytes;
+    uint64_t postedNs;  ///< when the transport took the request (0: not yet)
   };
   // Posts what can be posted (FIFO per peer and direction) and tests what is posted. Returns
   // whether anything progressed.
   Status progress(bool* progressed);
   Status checkRecvMeta(const Op& op);
-  Status timeoutStatus();
-  /// Fills stalledPeers_ with the peers of the pending operations; returns what each owes.
-  std::string collectStalledPeers();
+  Status timeoutStatus(uint64_t nowNs, uint64_t minSilenceNs);
+  /// How long the pending operation has heard nothing from its peer: since it was posted or
+  /// since an operation with that peer last completed, whichever is later.
+  uint64_t silenceNs(const Op& op, uint64_t nowNs) const;
+  /// The longest silence among the posted pending operations.
+  uint64_t longestSilenceNs(uint64_t nowNs) const;
+  /// Fills stalledPeers_ with the peers of the pending operations silent for at least
+  /// minSilenceNs (0: every pending one); returns what each owes.
+  std::string collectStalledPeers(uint64_t nowNs, uint64_t minSilenceNs);
   void traceWait(Handle h, uint64_t startNs) const;
 
   int rank_;
@@ -156,7 +164,9 @@ class P2p {
   std::vector<Op> ops_;
   size_t firstPending_ = 0;
   std::vector<uint8_t> blockedSend_, blockedRecv_;  // per peer, reset each sweep
+  std::vector<uint64_t> heardNs_;  // per peer: when an operation with it last completed
   std::vector<int> stalledPeers_;
+  bool stallReported_ = false;  // the stall hook ran for the current stall
   Tracer* tracer_ = nullptr;
   StallHook stallHook_;
 };

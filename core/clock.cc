@@ -14,7 +14,6 @@ uint64_t nowNs() {
 void Backoff::pause() {
   // Spin while a reply is likely within a few hundred ns (peer on another core), then yield so an
   // oversubscribed peer on this core can run, then sleep in growing steps.
-  constexpr uint32_t kSpinRounds = 64;
   constexpr uint32_t kYieldRounds = 2000;
   ++idle_;
   if (idle_ <= kSpinRounds) {

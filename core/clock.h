@@ -19,6 +19,12 @@ class Backoff {
   void pause();
   void reset() { idle_ = 0; }
   uint32_t idleRounds() const { return idle_; }
+  /// Still in the first, spinning rounds: past them every pause is a syscall (a yield that can
+  /// last a whole time slice of every other runnable process, or a sleep), and a caller's
+  /// deadline checks should run after each one.
+  bool spinning() const { return idle_ <= kSpinRounds; }
+
+  static constexpr uint32_t kSpinRounds = 64;
 
  private:
   uint32_t idle_ = 0;

@@ -108,9 +108,10 @@ def read_report(path):
         elif word == "fds_after":
             rep["fds_after"] = int(rest)
         elif word == "op":
-            j, _, kind = rest.partition(" ")
-            rep["ops"] = int(j) + 1
-            rep["kind"] = kind or None
+            parts = rest.split()
+            rep["ops"] = int(parts[0]) + 1
+            rep["kind"] = parts[1] if len(parts) > 1 else None
+            rep["op_ns"] = int(parts[2]) if len(parts) > 2 else None
         elif word == "wrong":
             rep["wrong"].append(rest)
         elif word == "inject":
@@ -122,7 +123,8 @@ def read_report(path):
             # The kind of the op that failed (none: creating the communicator failed).
             kind = rep["kind"] if int(j) == rep["ops"] - 1 else None
             rep["error"] = {"op": int(j), "kind": kind, "ns": int(t), "code": int(code),
-                            "message": msg}
+                            "message": msg,
+                            "op_ns": rep.get("op_ns") if int(j) == rep["ops"] - 1 else None}
     return rep
 
 

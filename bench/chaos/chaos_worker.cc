@@ -13,7 +13,7 @@
 //
 // Report (--report FILE, %r = RANK, one line per event, flushed; times are CLOCK_MONOTONIC ns like the
 // driver's time.monotonic_ns()):
-//   pid P | fds N | created T | op J KIND | wrong J N | inject T KIND | error J T CODE MESSAGE |
+//   pid P | fds N | created T | op J KIND T | wrong J N | inject T KIND | error J T CODE MESSAGE |
 //   fds_after N | done J
 #include <dirent.h>
 #include <signal.h>
@@ -167,7 +167,8 @@ class Worker {
     int j = 0;
     for (; j < o_.ops; ++j) {
       const OpSpec spec = planOp(j);
-      out_->line("op " + std::to_string(j) + " " + kKindNames[spec.kind]);
+      out_->line("op " + std::to_string(j) + " " + kKindNames[spec.kind] + " " +
+                 std::to_string(monotonicNs()));
       Status s = runOp(j, spec);
       if (!s.isOk()) {
         fail(j, s);
