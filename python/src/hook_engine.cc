@@ -293,7 +293,7 @@ class HookEngine {
   // Guarded by mu_.
   HookStep last_;
   bool* destroyed_ = nullptr;  ///< in loop()'s frame; set by a destructor on the engine thread
-  std::thread thread_;  // last: started after every other member exists
+  std::thread thread_;         // last: started after every other member exists
 };
 
 #ifdef BRAID_PY_WITH_CODECS

@@ -136,8 +136,7 @@ PYBIND11_MODULE(_braid, m) {
   // At exit, after braid._close_all (registered later by braid/__init__.py, which imports this
   // module first; atexit runs last-in first-out): no braid thread enters Python once the
   // interpreter finalizes.
-  py::module_::import("atexit").attr("register")(
-      py::cpp_function(&braid::python::closePythonGate));
+  py::module_::import("atexit").attr("register")(py::cpp_function(&braid::python::closePythonGate));
 
   m.def("_set_error_classes", &braid::python::setErrorClasses, py::arg("base"), py::arg("by_code"));
 
