@@ -25,7 +25,8 @@ void* ptr(uintptr_t p) { return reinterpret_cast<void*>(p); }
 /// creating it (torch 1.13's PrefixStore, the store torch hands a process group, has no
 /// check(); its get() of a missing key blocks for the store's whole timeout). torch.distributed's
 /// stores (TCPStore, FileStore, HashStore, PrefixStore) fit as they are. Called from braid's
-/// threads; each call takes the GIL for its duration only.
+/// threads; each call takes the GIL for its duration only, through a GilSection: once the
+/// interpreter exits, calls fail and the object is leaked instead of released.
 class PyStore final : public Store {
  public:
   explicit PyStore(py::object store) : store_(std::move(store)) {
@@ -33,12 +34,17 @@ class PyStore final : public Store {
     hasCompareSet_ = !hasCheck_ && py::hasattr(store_, "compare_set");
   }
   ~PyStore() override {
-    py::gil_scoped_acquire gil;
-    store_ = py::object();
+    GilSection py;
+    if (py.entered()) {
+      store_ = py::object();
+    } else {
+      (void)store_.release();  // the interpreter is exiting: never touched without the GIL
+    }
   }
 
   Status set(const std::string& key, const std::vector<uint8_t>& value) override {
-    py::gil_scoped_acquire gil;
+    GilSection py;
+    if (!py.entered()) return exiting("set", key);
     try {
       store_.attr("set")(key, py::bytes(reinterpret_cast<const char*>(value.data()), value.size()));
       return Status::ok();
@@ -51,7 +57,8 @@ class PyStore final : public Store {
     useconds_t pause = 200;
     for (;;) {
       {
-        py::gil_scoped_acquire gil;
+        GilSection py;
+        if (!py.entered()) return exiting("get", key);
         try {
           bool present = true;  // with neither, get() itself blocks (its own timeout)
           if (hasCheck_) {
@@ -83,7 +90,8 @@ class PyStore final : public Store {
   }
 
   Result<int64_t> add(const std::string& key, int64_t delta) override {
-    py::gil_scoped_acquire gil;
+    GilSection py;
+    if (!py.entered()) return exiting("add", key);
     try {
       return store_.attr("add")(key, delta).cast<int64_t>();
     } catch (py::error_already_set& e) {
@@ -92,6 +100,11 @@ class PyStore final : public Store {
   }
 
  private:
+  static Status exiting(const char* op, const std::string& key) {
+    return invalidUsage(std::string("Python store ") + op + "('" + key +
+                        "') not called: the Python interpreter is exiting");
+  }
+
   py::object store_;
   bool hasCheck_ = false;
   bool hasCompareSet_ = false;

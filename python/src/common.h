@@ -11,12 +11,12 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "braid/comm.hpp"
 #include "braid/status.h"
-
-#include <thread>
 
 namespace braid::python {
 
@@ -27,6 +27,32 @@ namespace py = pybind11;
 [[noreturn]] void raiseStatus(const Status& s, int rank);
 /// The exception object raiseStatus would raise (for completing futures with an error).
 py::object makeException(const Status& s, int rank);
+
+/// The GIL for a braid thread (an engine's, the communicator's worker, one tearing a communicator
+/// down through a Python store), unless the interpreter is exiting. Python 3.11 ends a thread
+/// that asks for the GIL once finalization has begun (pthread_exit), and that unwinding through
+/// a braid destructor calls std::terminate. So every braid thread takes the GIL through a
+/// GilSection, and at exit (an atexit hook the module registers when it loads, so that it runs
+/// after braid._close_all) closePythonGate() refuses new sections and waits, without the GIL, for
+/// the running ones to end: a communicator torn down on an engine thread finishes its teardown
+/// before the interpreter finalizes. A refused section leaves Python alone (entered() is false):
+/// the caller reports an error, or leaks the Python objects it holds. Nested sections on one
+/// thread are always entered.
+class GilSection {
+ public:
+  GilSection();
+  ~GilSection();
+  GilSection(const GilSection&) = delete;
+  GilSection& operator=(const GilSection&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_ = false;
+  std::optional<py::gil_scoped_acquire> gil_;
+};
+
+/// Closes the gate of GilSection and waits for the sections in progress. Called with the GIL.
+void closePythonGate();
 
 /// Joins an engine's thread, releasing the GIL first when this thread holds it (the loop may need
 /// it to finish its last completion).

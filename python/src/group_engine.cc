@@ -15,7 +15,8 @@
 //
 // A failed step ends its job (the communicator is failed from then on, so later jobs fail
 // quickly with the same error, which names the rank). close() fails the jobs not yet started.
-// No Python exception escapes the engine thread (unraisable hook instead).
+// No Python exception escapes the engine thread (unraisable hook instead). The thread takes the
+// GIL through GilSection only (common.h), so it never enters Python once the interpreter exits.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -94,7 +95,23 @@ class GroupEngine {
     rank_ = comm_->rank();
     thread_ = std::thread([this] { loop(); });
   }
-  ~GroupEngine() { close(); }
+
+  /// The last reference can go away on the engine thread itself, in a job's Python code (a
+  /// completed Work held the process group): that thread cannot be joined from here, so it is
+  /// detached and its loop returns without touching this object again. Whatever this engine
+  /// owns (the communicator) is torn down right here, still inside that thread's GilSection.
+  ~GroupEngine() {
+    if (onEngineThread()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+      }
+      *destroyed_ = true;
+      thread_.detach();
+    } else {
+      close();
+    }
+  }
 
   void submit(const std::vector<StepTuple>& steps, py::object more, py::object done) {
     Job j;
@@ -119,19 +136,21 @@ class GroupEngine {
   }
 
   /// Stops taking jobs; the ones not started fail; waits for the running one (which is bounded
-  /// by the communicator's timeout).
+  /// by the communicator's timeout). Called on the engine thread (from a job's Python code), it
+  /// only stops the engine: the thread is joined by a later close() or the destructor.
   void close() {
+    std::thread t;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && !thread_.joinable()) return;
       stopping_ = true;
+      if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) {
+        cv_.notify_all();
+        return;
+      }
+      t = std::move(thread_);  // one closer joins
     }
     cv_.notify_all();
-    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();  // the last reference went away in a completion: the loop ends itself
-    } else if (thread_.joinable()) {
-      joinReleasingGil(thread_);
-    }
+    joinReleasingGil(t);
   }
 
  private:
@@ -140,7 +159,20 @@ class GroupEngine {
     py::object more, done;
   };
 
+  bool onEngineThread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
+  }
+
+  /// After any Python call, `destroyed` says whether that call destroyed this engine; when it
+  /// did, the loop returns at once (rank and destroyed live on its own frame).
   void loop() {
+    bool destroyed = false;
+    const int rank = rank_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      destroyed_ = &destroyed;
+    }
     for (;;) {
       Job j;
       bool stopping = false;
@@ -156,22 +188,10 @@ class GroupEngine {
       if (stopping) {
         s = invalidUsage("the braid process group was destroyed before this operation ran");
       } else {
-        s = run(j);
+        s = run(j, destroyed);
       }
-      {
-        py::gil_scoped_acquire gil;
-        try {
-          if (s.isOk()) {
-            j.done(py::none());
-          } else {
-            j.done(makeException(s, rank_));
-          }
-        } catch (py::error_already_set& e) {
-          e.discard_as_unraisable("braid process group: completing an operation");
-        }
-        j.more = py::object();
-        j.done = py::object();
-      }
+      complete(j, s, rank);
+      if (destroyed) return;
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++completed_;
@@ -179,16 +199,46 @@ class GroupEngine {
     }
   }
 
-  Status run(Job& j) {
+  /// done(None) or done(exception), then the job's Python objects are released (either may
+  /// drop the last reference to this engine). Once the interpreter exits they are leaked.
+  static void complete(Job& j, const Status& s, int rank) {
+    GilSection py;
+    if (!py.entered()) {
+      (void)j.done.release();
+      (void)j.more.release();
+      return;
+    }
+    try {
+      if (s.isOk()) {
+        j.done(py::none());
+      } else {
+        j.done(makeException(s, rank));
+      }
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("braid process group: completing an operation");
+    }
+    j.more = py::object();
+    j.done = py::object();
+  }
+
+  Status run(Job& j, const bool& destroyed) {
     std::vector<Step> steps = std::move(j.steps);
     for (;;) {
       if (comm_->closed()) return invalidUsage("the communicator of the process group was closed");
       Communicator& c = *comm_->raw();
       for (const Step& s : steps) BRAID_RETURN_IF_ERROR(runStep(c, s));
       if (j.more.is_none() || !j.more) return Status::ok();
-      py::gil_scoped_acquire gil;
+      GilSection py;
+      if (!py.entered()) {
+        return invalidUsage("braid process group: the Python interpreter is exiting");
+      }
       try {
         py::handle next = PyIter_Next(j.more.ptr());
+        if (destroyed) {
+          if (next.ptr() != nullptr) next.dec_ref();
+          PyErr_Clear();
+          return invalidUsage("the braid process group was destroyed during this operation");
+        }
         if (next.ptr() == nullptr) {
           if (PyErr_Occurred()) throw py::error_already_set();
           return Status::ok();  // the iterator is exhausted: the job is complete
@@ -210,7 +260,8 @@ class GroupEngine {
   std::deque<Job> jobs_;
   bool stopping_ = false;
   size_t submitted_ = 0, completed_ = 0;
-  std::thread thread_;  // last: started after every other member exists
+  bool* destroyed_ = nullptr;  ///< in loop()'s frame; set by a destructor on the engine thread
+  std::thread thread_;         // last: started after every other member exists
 };
 
 }  // namespace

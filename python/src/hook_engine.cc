@@ -5,8 +5,9 @@
 // torch.futures.Future; one engine thread per hook state issues every collective (a plain
 // all-reduce, or the codec's 1-3 collectives) in submission order, then takes the GIL only to
 // complete the future (set_result with the bucket tensor, reduced in place, or set_exception
-// with the BraidError naming the rank). So the communicator sees a single issuing thread, and
-// the autograd thread never waits for communication.
+// with the BraidError naming the rank; through GilSection, so never once the interpreter exits).
+// So the communicator sees a single issuing thread, and the autograd thread never waits for
+// communication.
 //
 // Metrics: per bucket, submit/start/done times; a step ends with the bucket DDP marks last.
 // Exposed communication is estimated as done(last) - submit(last): the last bucket is handed
@@ -72,7 +73,21 @@ class HookEngine {
     thread_ = std::thread([this] { loop(); });
   }
 
-  ~HookEngine() { close(); }
+  /// As GroupEngine's: destroyed on its own thread (the last reference went away in a
+  /// future's callbacks), the thread is detached and its loop returns without touching this
+  /// object again.
+  ~HookEngine() {
+    if (onEngineThread()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+      }
+      *destroyed_ = true;
+      thread_.detach();
+    } else {
+      close();
+    }
+  }
 
   void submit(py::object future, py::object tensor, uintptr_t data, size_t count, DataType type,
               uint64_t bucketId, std::vector<std::pair<size_t, size_t>> shapes, bool last) {
@@ -122,16 +137,20 @@ class HookEngine {
     return d;
   }
 
+  /// Stops the engine and joins its thread; on the engine thread itself it only stops it.
   void close() {
+    std::thread t;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && !thread_.joinable()) return;
       stopping_ = true;
+      if (!thread_.joinable() || thread_.get_id() == std::this_thread::get_id()) {
+        cv_.notify_all();
+        return;
+      }
+      t = std::move(thread_);  // one closer joins
     }
     cv_.notify_all();
-    if (thread_.joinable()) {
-      joinReleasingGil(thread_);
-    }
+    joinReleasingGil(t);
   }
 
  private:
@@ -153,7 +172,18 @@ class HookEngine {
     uint64_t submitNs = 0;
   };
 
+  bool onEngineThread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_.joinable() && thread_.get_id() == std::this_thread::get_id();
+  }
+
   void loop() {
+    bool destroyed = false;  // set by the destructor when a completion destroyed this engine
+    const int rank = comm_->rank();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      destroyed_ = &destroyed;
+    }
     for (;;) {
       Job j;
       bool stopping = false;
@@ -191,26 +221,36 @@ class HookEngine {
       }
       const uint64_t done = nowNs();
       account(j, start, done, wire);
-      {
-        py::gil_scoped_acquire gil;
-        try {
-          if (s.isOk()) {
-            j.future.attr("set_result")(j.tensor);
-          } else {
-            j.future.attr("set_exception")(makeException(s, comm_->rank()));
-          }
-        } catch (py::error_already_set& e) {
-          e.discard_as_unraisable("braid comm hook: completing a future");
-        }
-        j.future = py::object();
-        j.tensor = py::object();
-      }
+      complete(j, s, rank);
+      if (destroyed) return;
       {
         std::lock_guard<std::mutex> lock(mu_);
         busy_ = false;
       }
       idleCv_.notify_all();
     }
+  }
+
+  /// Completes the future, then releases the job's Python objects (either may drop the last
+  /// reference to this engine). Once the interpreter exits they are leaked (GilSection).
+  static void complete(Job& j, const Status& s, int rank) {
+    GilSection py;
+    if (!py.entered()) {
+      (void)j.future.release();
+      (void)j.tensor.release();
+      return;
+    }
+    try {
+      if (s.isOk()) {
+        j.future.attr("set_result")(j.tensor);
+      } else {
+        j.future.attr("set_exception")(makeException(s, rank));
+      }
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("braid comm hook: completing a future");
+    }
+    j.future = py::object();
+    j.tensor = py::object();
   }
 
   void account(const Job& j, uint64_t start, uint64_t done, uint64_t wire) {
@@ -252,7 +292,8 @@ class HookEngine {
   HookStep cur_;
   // Guarded by mu_.
   HookStep last_;
-  std::thread thread_;  // last: started after every other member exists
+  bool* destroyed_ = nullptr;  ///< in loop()'s frame; set by a destructor on the engine thread
+  std::thread thread_;         // last: started after every other member exists
 };
 
 #ifdef BRAID_PY_WITH_CODECS

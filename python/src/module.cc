@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include "braid/types.h"
@@ -27,7 +29,48 @@ void setErrorClasses(py::object base, py::dict byCode) {
   *gErrorBase = std::move(base);
 }
 
+// The gate of GilSection: sections in progress (counted once per thread, at the outermost one)
+// and whether new ones are refused.
+std::mutex gGateMu;
+std::condition_variable gGateCv;
+bool gGateClosed = false;
+int gGateActive = 0;
+thread_local int tGateDepth = 0;
+
 }  // namespace
+
+GilSection::GilSection() {
+  if (tGateDepth == 0) {
+    std::lock_guard<std::mutex> lock(gGateMu);
+    if (gGateClosed) return;
+    ++gGateActive;
+  }
+  ++tGateDepth;
+  entered_ = true;
+  gil_.emplace();
+}
+
+GilSection::~GilSection() {
+  if (!entered_) return;
+  gil_.reset();
+  if (--tGateDepth == 0) {
+    std::lock_guard<std::mutex> lock(gGateMu);
+    if (--gGateActive == 0) gGateCv.notify_all();
+  }
+}
+
+void closePythonGate() {
+  // This thread's own section, if it is in one, is not waited for.
+  const int mine = tGateDepth > 0 ? 1 : 0;
+  {
+    std::lock_guard<std::mutex> lock(gGateMu);
+    gGateClosed = true;
+    if (gGateActive == mine) return;
+  }
+  py::gil_scoped_release release;  // the sections in progress may need the GIL to end
+  std::unique_lock<std::mutex> lock(gGateMu);
+  gGateCv.wait(lock, [mine] { return gGateActive == mine; });
+}
 
 py::object makeException(const Status& s, int rank) {
   const int code = static_cast<int>(s.code());
@@ -89,6 +132,11 @@ PYBIND11_MODULE(_braid, m) {
   namespace py = pybind11;
   using namespace braid;
   m.doc() = "braid's C++ core (communicator, Bucketer, codecs); use the braid package instead";
+
+  // At exit, after braid._close_all (registered later by braid/__init__.py, which imports this
+  // module first; atexit runs last-in first-out): no braid thread enters Python once the
+  // interpreter finalizes.
+  py::module_::import("atexit").attr("register")(py::cpp_function(&braid::python::closePythonGate));
 
   m.def("_set_error_classes", &braid::python::setErrorClasses, py::arg("base"), py::arg("by_code"));
 
