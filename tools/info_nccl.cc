@@ -450,10 +450,11 @@ int reportNcclLog(const std::string& path) {
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const int v = versionInParens(line);
     const char* kind = nullptr;
-    if (v >= 0 && lower.find("net plugin") != std::string::npos) {
-      kind = "net";
-    } else if (v >= 0 && lower.find("tuner/plugin") != std::string::npos) {
+    const bool collNet = lower.find("collnet") != std::string::npos;  // not the net plugin
+    if (v >= 0 && lower.find("tuner") != std::string::npos) {
       kind = "tuner";
+    } else if (v >= 0 && !collNet && lower.find("net plugin") != std::string::npos) {
+      kind = "net";
     }
     if (kind != nullptr) {
       printf("  NCCL bound %s v%d: %s\n", kind, v, line.c_str());

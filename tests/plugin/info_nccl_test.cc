@@ -64,6 +64,7 @@ TEST(InfoNcclTest, ReadsWhatNcclBoundFromItsLog) {
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
   const std::string log =
+      "host:1:1 [0] NCCL INFO NET/Plugin: Loaded collNet plugin braid (v12)\n"
       "host:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin braid (v12)\n"
       "host:1:1 [0] NCCL INFO Assigned NET plugin braid to comm\n"
       "host:1:1 [0] NCCL INFO Channel 00/02 : 0 1\n"
@@ -73,7 +74,10 @@ TEST(InfoNcclTest, ReadsWhatNcclBoundFromItsLog) {
   int code = -1;
   std::string out = run({"nccl", "--net", "none", "--tuner", "none", "--nccl-log", path}, &code);
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("NCCL bound net v12: "), std::string::npos) << out;
+  EXPECT_NE(out.find("NCCL bound net v12: host:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("collNet plugin braid (v12)"), std::string::npos) << "CollNet is not the net";
   EXPECT_NE(out.find("NCCL bound tuner v6: "), std::string::npos) << out;
   EXPECT_NE(out.find("Assigned NET plugin braid"), std::string::npos) << out;
   EXPECT_EQ(out.find("Channel 00/02"), std::string::npos) << out;
