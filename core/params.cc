@@ -332,8 +332,9 @@ const std::vector<ParamDef>& paramTable() {
        "maxRecvs the NCCL net plugin reports (1..8); above 1 NCCL may group receives and every "
        "send carries a small header; every rank must use the same"},
       {"BRAID_TUNER", ParamType::kEnum, "model", "model|off",
-       "NCCL tuner plugin: model = a model of NCCL's ring and tree priced with braid's calibrated "
-       "link, BRAID_TUNER_FILE and BRAID_TUNING_FILE rules; off = no opinion, NCCL tunes"},
+       "NCCL tuner plugin: model = a model of NCCL's ring, tree and PAT (and, for tuner v6, of "
+       "the tree's chunk) priced with braid's calibrated link, BRAID_TUNER_FILE and "
+       "BRAID_TUNING_FILE rules; off = no opinion, NCCL tunes"},
       {"BRAID_TUNER_FILE", ParamType::kString, "", "",
        "Rules for the NCCL tuner plugin, one per line: "
        "collective,minBytes,maxBytes,algorithm,protocol,channels[,nNodes[,nRanks]]"},

@@ -217,7 +217,7 @@ Status devices(int* ndev) {
   return Status::ok();
 }
 
-Status getProperties(int dev, abi::NetPropertiesV11* props) {
+Status getProperties(int dev, abi::NetPropertiesV12* props) {
   if (props == nullptr) return invalidArgument("net getProperties: null props");
   Global& g = global();
   std::lock_guard<std::mutex> lock(g.mu);
@@ -246,6 +246,35 @@ Status getProperties(int dev, abi::NetPropertiesV11* props) {
   props->maxP2pBytes = kMaxMessageBytes;
   props->maxCollBytes = kMaxMessageBytes;
   props->maxMultiRequestSize = 1;
+  props->railId = d.railId;  // -1 for now: see NetDevice::railId
+  props->planeId = d.planeId;
+  return Status::ok();
+}
+
+Status getPropertiesV11(int dev, abi::NetPropertiesV11* props) {
+  if (props == nullptr) return invalidArgument("net getProperties: null props");
+  abi::NetPropertiesV12 p;
+  BRAID_RETURN_IF_ERROR(getProperties(dev, &p));
+  std::memset(props, 0, sizeof(*props));
+  props->name = p.name;
+  props->pciPath = p.pciPath;
+  props->guid = p.guid;
+  props->ptrSupport = p.ptrSupport;
+  props->regIsGlobal = p.regIsGlobal;
+  props->forceFlush = p.forceFlush;
+  props->speed = p.speed;
+  props->port = p.port;
+  props->latency = p.latency;
+  props->maxComms = p.maxComms;
+  props->maxRecvs = p.maxRecvs;
+  props->netDeviceType = p.netDeviceType;
+  props->netDeviceVersion = p.netDeviceVersion;
+  // A physical device is its own 1-device vNIC, which fits the v11 list.
+  props->vProps.ndevs = std::min(p.vProps.ndevs, abi::kNetMaxDevsPerNic);
+  for (int i = 0; i < props->vProps.ndevs; ++i) props->vProps.devs[i] = p.vProps.devs[i];
+  props->maxP2pBytes = p.maxP2pBytes;
+  props->maxCollBytes = p.maxCollBytes;
+  props->maxMultiRequestSize = p.maxMultiRequestSize;
   return Status::ok();
 }
 

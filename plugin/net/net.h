@@ -1,5 +1,7 @@
-// The one implementation of braid's NCCL net plugin; net_v11.cc, net_v10.cc and net_v9.cc are
-// thin adapters that export it as ncclNetPlugin_v11/_v10/_v9. Everything here returns Status;
+// The one implementation of braid's NCCL net plugin; net_v12.cc, net_v11.cc, net_v10.cc and
+// net_v9.cc are thin adapters that export it as ncclNetPlugin_v12/_v11/_v10/_v9. The
+// implementation's signatures are v11's with v12's properties (its newest superset); older
+// versions get theirs from getPropertiesV11. Everything here returns Status;
 // the adapters turn it into ncclResult_t (toNccl) and catch any exception at the edge.
 //
 // Model (ABI doc §1.6, §8.2):
@@ -40,7 +42,9 @@ inline constexpr int kMaxGroupedRecvs = 8;
 Status init(void** ctx, uint64_t commId, bool hasCommId, abi::Logger logger);
 Status finalize(void* ctx);
 Status devices(int* ndev);
-Status getProperties(int dev, abi::NetPropertiesV11* props);
+Status getProperties(int dev, abi::NetPropertiesV12* props);
+/// The same as v11 (and, by prefix, v10/v9) see them: no rail/plane, a 4-device vProps.
+Status getPropertiesV11(int dev, abi::NetPropertiesV11* props);
 
 Status listen(void* ctx, int dev, void* handle, void** listenComm);
 Status connect(void* ctx, int dev, const void* handle, void** sendComm);

@@ -1,5 +1,5 @@
-// ncclNetPlugin_v11: what NCCL 2.28/2.29 bind (and 2.30 through its v11 shim). The
-// implementation's signatures are v11's, so this adapter only guards the edge.
+// ncclNetPlugin_v11: what NCCL 2.28/2.29 bind (and 2.30 when a library has no v12, through its
+// v11 shim). The same calls as v12 but v11's properties (no rail/plane, 4-device vProps).
 #include "plugin/net/net.h"
 
 namespace braid::plugin::net {
@@ -14,7 +14,7 @@ abi::Result v11Devices(int* ndev) noexcept {
   return guard("devices", [&] { return devices(ndev); });
 }
 abi::Result v11GetProperties(int dev, abi::NetPropertiesV11* props) noexcept {
-  return guard("getProperties", [&] { return getProperties(dev, props); });
+  return guard("getProperties", [&] { return getPropertiesV11(dev, props); });
 }
 abi::Result v11Listen(void* ctx, int dev, void* handle, void** listenComm) noexcept {
   return guard("listen", [&] { return listen(ctx, dev, handle, listenComm); });

@@ -17,7 +17,7 @@ abi::Result v9GetProperties(int dev, abi::NetPropertiesV9* props) noexcept {
   return guard("getProperties", [&] {
     if (props == nullptr) return invalidArgument("net getProperties: null props");
     abi::NetPropertiesV11 p11;
-    BRAID_RETURN_IF_ERROR(getProperties(dev, &p11));
+    BRAID_RETURN_IF_ERROR(getPropertiesV11(dev, &p11));
     std::memcpy(props, &p11, sizeof(*props));  // v9 is v11's prefix
     return Status::ok();
   });

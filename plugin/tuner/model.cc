@@ -235,6 +235,51 @@ double Tuner::treeUs(size_t nBytes) const {
          2 * static_cast<double>(nBytes) / params_.bytesPerUs;
 }
 
+double Tuner::ringGatherUs(size_t nBytes) const {
+  const double p = static_cast<double>(nNodes_);
+  if (p < 2) return 0;
+  return (p - 1) * params_.latencyUs +
+         (p - 1) / p * static_cast<double>(nBytes) / params_.bytesPerUs;
+}
+
+// PAT's steps: ⌈log2 R⌉ aggregated ones for each of ⌈p/R⌉ groups of R ranks, plus ⌈p/R⌉ - 1
+// joining them, R the most blocks its buffer holds (a power of two, 1..2^⌈log2 p⌉). See model.h.
+double Tuner::patUs(size_t nBytes) const {
+  const uint64_t p = nNodes_;
+  if (p < 2) return 0;
+  uint64_t full = 1;  // 2^⌈log2 p⌉: every block fits one transfer
+  while (full < p) full <<= 1;
+  const double pd = static_cast<double>(p);
+  const double blocks = nBytes == 0 ? static_cast<double>(full)
+                                    : params_.patBufferBytes * pd / static_cast<double>(nBytes);
+  uint64_t r = 1;
+  int logR = 0;
+  while (r < full && static_cast<double>(r * 2) <= blocks) r <<= 1, ++logR;
+  const double steps = static_cast<double>((p + r - 1) / r - 1) + logR;
+  return steps * params_.latencyUs +
+         (pd - 1) / pd * static_cast<double>(nBytes) / params_.bytesPerUs;
+}
+
+size_t Tuner::chunkSize(int coll, size_t nBytes, int algo, int proto, int nChannels,
+                        size_t ncclChunk) const {
+  (void)nChannels;  // NCCL passes one channel's range (nChannels 1) outside CollNet
+  if (coll != abi::kFuncAllReduce || algo != abi::kAlgoTree || proto != abi::kProtoSimple) {
+    return ncclChunk;
+  }
+  if (nNodes_ < 2 || nBytes == 0 || !(params_.latencyUs > 0) || !(params_.bytesPerUs > 0)) {
+    return ncclChunk;
+  }
+  const size_t grain = abi::kChunkGrainBytes[abi::kProtoSimple];
+  int levels = 0;  // ⌈log2 p⌉
+  while ((uint64_t{1} << levels) < nNodes_) ++levels;
+  const double edges = 2.0 * levels;  // D: up the tree, then down
+  const double best =
+      std::sqrt(static_cast<double>(nBytes) * params_.latencyUs * params_.bytesPerUs / (edges - 1));
+  size_t chunk = best >= 1e15 ? ncclChunk : static_cast<size_t>(best) / grain * grain;
+  if (chunk < grain) chunk = grain;
+  return chunk < ncclChunk ? chunk : ncclChunk;
+}
+
 Decision Tuner::getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, int numProto,
                             int* nChannels) {
   Decision d;
@@ -265,18 +310,26 @@ Decision Tuner::getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, 
   applyRules(rules_, "rule");
   if (d.algo < 0) applyRules(braidRules_, "tuning file");
 
-  if (d.algo < 0 && coll == abi::kFuncAllReduce && nNodes_ >= 2) {
+  // The model: the cheaper of two priced algorithms, the other when NCCL filtered the first.
+  auto applyModel = [&](int a, double aUs, int b, double bUs) {
+    const int first = bUs < aUs ? b : a;  // a wins ties
+    const int second = first == a ? b : a;
+    if (!choose(first, -1) && !choose(second, -1)) return;
+    d.source = "model";
+    const uint64_t cb = params_.channelBytes;
+    if (cb > 0 && nBytes < 8 * cb && nChannels != nullptr) {
+      *nChannels = d.channels = static_cast<int>(std::max<uint64_t>(1, (nBytes + cb - 1) / cb));
+    }
+  };
+  if (d.algo < 0 && nNodes_ >= 2 && coll == abi::kFuncAllReduce) {
     d.ringUs = ringUs(nBytes);
     d.treeUs = treeUs(nBytes);
-    const int first = d.treeUs < d.ringUs ? abi::kAlgoTree : abi::kAlgoRing;
-    const int second = first == abi::kAlgoTree ? abi::kAlgoRing : abi::kAlgoTree;
-    if (choose(first, -1) || choose(second, -1)) {
-      d.source = "model";
-      const uint64_t cb = params_.channelBytes;
-      if (cb > 0 && nBytes < 8 * cb && nChannels != nullptr) {
-        *nChannels = d.channels = static_cast<int>(std::max<uint64_t>(1, (nBytes + cb - 1) / cb));
-      }
-    }
+    applyModel(abi::kAlgoRing, d.ringUs, abi::kAlgoTree, d.treeUs);
+  } else if (d.algo < 0 && nNodes_ >= 2 && nRanks_ == nNodes_ &&
+             (coll == abi::kFuncAllGather || coll == abi::kFuncReduceScatter)) {
+    d.ringUs = ringGatherUs(nBytes);
+    d.patUs = patUs(nBytes);
+    applyModel(abi::kAlgoRing, d.ringUs, abi::kAlgoPat, d.patUs);
   }
 
   if (coll >= 0 && coll < 5 && (d.algo != lastAlgo_[coll] || d.proto != lastProto_[coll])) {
@@ -289,9 +342,9 @@ Decision Tuner::getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, 
     } else {
       BRAID_PLUGIN_INFO(abi::kSubsysTuning,
                         "TUNER/braid: %s %zu bytes on %zu nodes: %s/%s channels %d (%s; ring "
-                        "%.1f us, tree %.1f us)",
+                        "%.1f us, tree %.1f us, pat %.1f us)",
                         collName(coll), nBytes, nNodes_, algoName(d.algo), protoName(d.proto),
-                        d.channels, d.source, d.ringUs, d.treeUs);
+                        d.channels, d.source, d.ringUs, d.treeUs, d.patUs);
     }
   }
   return d;

@@ -1,12 +1,28 @@
-// The tuner plugin's one implementation; tuner_v5.cc .. tuner_v2.cc are thin adapters.
+// The tuner plugin's one implementation; tuner_v6.cc .. tuner_v2.cc are thin adapters.
 //
 // Decisions come from a model of NCCL's own schedules over p = nNodes hosts (the intra-node steps
 // are NCCL's business), priced with the inter-host link of braid's calibrated fabric model
-// (collectives/selector/):
+// (collectives/selector/). n is NCCL's nBytes: the vector for all-reduce, the full buffer (all p
+// blocks) for all-gather and reduce-scatter.
 //
-//   ring  T = 2(p-1)·α + 2(p-1)/p · n/B     reduce-scatter + all-gather around the nodes
-//   tree  T = 2·⌈log2 p⌉·α + 2 · n/B        pipelined reduce up / broadcast down NCCL's double
-//                                           binary tree (each node interior in one tree only)
+//   all-reduce
+//     ring  T = 2(p-1)·α + 2(p-1)/p · n/B    reduce-scatter + all-gather around the nodes
+//     tree  T = 2·⌈log2 p⌉·α + 2 · n/B       pipelined reduce up / broadcast down NCCL's double
+//                                            binary tree (each node interior in one tree only)
+//   all-gather, reduce-scatter (priced only at one GPU per node, nRanks == nNodes, the only
+//   placement where NCCL offers PAT)
+//     ring  T = (p-1)·α + (p-1)/p · n/B
+//     pat   T = (⌈p/R⌉ - 1 + ⌈log2 R⌉)·α + (p-1)/p · n/B
+//           R = min(2^⌈log2 p⌉, max(1, 2^⌊log2(W·p/n)⌋))
+//     PAT (Jeaugey, arXiv:2506.20252) is a Bruck all-gather with its dimensions reversed whose
+//     aggregation is bounded by an intermediate buffer W: one transfer carries the blocks of at
+//     most R ranks, so it takes ⌈log2 R⌉ aggregated steps for each of ⌈p/R⌉ groups, joined by
+//     ⌈p/R⌉ - 1 more. Both ends are the known ones: R >= p gives Bruck's ⌈log2 p⌉ steps, R = 1
+//     (one block fills W) the ring's p - 1. Every rank still receives (p-1)/p · n either way, so
+//     the bandwidth term is the ring's: the model prefers PAT on p >= 4 nodes while one transfer
+//     can carry two blocks or more (n <= p·W/2), and the ring on a tie (p <= 3, where
+//     ⌈log2 p⌉ = p - 1, or n > p·W/2). W = ModelParams::patBufferBytes (4 MiB, NCCL_BUFFSIZE's
+//     default: an assumption, NCCL does not publish PAT's buffer).
 //
 // α and B come from BRAID_TUNER_MODEL (a braid calibration file of the same fabric: a braid job's
 // calibration cache or braid-tune's output; its `model` line, inter-host link), else from
@@ -14,8 +30,21 @@
 // allows it (a -1 entry is never revived); the protocol is the one NCCL's own table rates cheapest
 // within that algorithm's row, and the chosen entry is set to 0. Messages below
 // 8 × BRAID_TUNER_CHANNEL_BYTES get ⌈n / BRAID_TUNER_CHANNEL_BYTES⌉ channels; larger ones leave the
-// count to NCCL. On one node, for collectives other than all-reduce, and when nothing applies, the
-// table is left untouched (no opinion) and the call still succeeds.
+// count to NCCL. On one node, for broadcast and reduce, for all-gather/reduce-scatter with more
+// than one GPU per node, and when nothing applies, the table is left untouched (no opinion) and
+// the call still succeeds.
+//
+// Chunk size (tuner v6 getChunkSize, called per channel once algorithm and protocol are chosen):
+// only for NCCL's tree all-reduce with the SIMPLE protocol across nodes. A channel's c-byte
+// chunks flow through D = 2·⌈log2 p⌉ tree edges (up, then down); as in braid's own pipelined
+// tree (CostModel::pipelinedTreeUs) the first chunk crosses every edge and every further one
+// adds one edge:
+//     T(c) = (D - 1 + n/c) · (α + c/B)   minimal at   c* = sqrt(n · α · B / (D - 1))
+// c* is rounded down to SIMPLE's 512-byte grain and at least one grain. It only ever lowers
+// NCCL's chunk (a shorter pipeline fill on mid-size messages over many nodes); where c* is
+// larger, and for every other algorithm or protocol (ring and PAT steps gain nothing from
+// smaller pieces in this model; LL/LL128 chunks are tied to their flag lines), NCCL's value
+// stays.
 //
 // Rules take precedence over the model, in this order:
 //  1. BRAID_TUNER_FILE, NCCL-specific: one per line, '#' starts a comment,
@@ -60,6 +89,7 @@ struct ModelParams {
   double latencyUs = 8.0;
   double bytesPerUs = 12500.0;  ///< 100 Gbit/s
   uint64_t channelBytes = 262144;
+  double patBufferBytes = 4.0 * 1024 * 1024;  ///< W of the PAT price (see the top of this file)
 };
 
 /// BRAID_TUNING_FILE rules translated to NCCL's indices (only ring and tree exist in both).
@@ -73,8 +103,8 @@ struct Decision {
   int algo = -1;  ///< -1: no opinion
   int proto = -1;
   int channels = 0;
-  double ringUs = 0, treeUs = 0;
-  const char* source = "none";  ///< "model", "rule", "tuning file" or "none"
+  double ringUs = 0, treeUs = 0, patUs = 0;  ///< the prices compared (0 = not priced)
+  const char* source = "none";               ///< "model", "rule", "tuning file" or "none"
 };
 
 class Tuner {
@@ -90,9 +120,17 @@ class Tuner {
   Decision getCollInfo(int coll, size_t nBytes, float* table, int numAlgo, int numProto,
                        int* nChannels);
 
-  /// The model's costs in µs for n bytes (for tests and braid-info).
+  /// The chunk for one channel's nBytes once NCCL chose algo/proto (getChunkSize): NCCL's own
+  /// `ncclChunk` where the model has no better answer.
+  size_t chunkSize(int coll, size_t nBytes, int algo, int proto, int nChannels,
+                   size_t ncclChunk) const;
+
+  /// The model's costs in µs for n bytes (for tests and braid-info): all-reduce's ring and tree,
+  /// all-gather/reduce-scatter's ring and PAT.
   double ringUs(size_t nBytes) const;
   double treeUs(size_t nBytes) const;
+  double ringGatherUs(size_t nBytes) const;
+  double patUs(size_t nBytes) const;
 
  private:
   const size_t nRanks_;

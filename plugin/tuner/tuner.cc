@@ -39,6 +39,25 @@ abi::Result collInfo(void* ctx, int collType, size_t nBytes, float** costTable, 
   return abi::kSuccess;
 }
 
+abi::Result chunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto, int nChannels,
+                      size_t* chunkSize) noexcept {
+  if (chunkSize == nullptr) {
+    BRAID_PLUGIN_WARN(abi::kSubsysTuning, "TUNER/braid: getChunkSize with a null chunkSize");
+    return abi::kInvalidArgument;
+  }
+  if (ctx == nullptr || algo < 0 || algo >= abi::kNumAlgorithms || proto < 0 ||
+      proto >= abi::kNumProtocols || nBytes == 0 || nChannels < 1) {
+    return abi::kSuccess;  // NCCL's chunk stays
+  }
+  try {
+    *chunkSize =
+        static_cast<Tuner*>(ctx)->chunkSize(collType, nBytes, algo, proto, nChannels, *chunkSize);
+  } catch (...) {
+    // Tuner::chunkSize does not allocate; nothing was written.
+  }
+  return abi::kSuccess;
+}
+
 abi::Result finalizeContext(void* ctx) noexcept {
   delete static_cast<Tuner*>(ctx);
   return abi::kSuccess;

@@ -1,5 +1,6 @@
-// ncclTunerPlugin_v5: what NCCL 2.28/2.29 bind (2.30 through its v5 shim). NCCL's constants are
-// left as they are; the NVL domain information is not used by the network model.
+// ncclTunerPlugin_v5: what NCCL 2.28/2.29 bind (2.30 through its v5 shim, when a library has no
+// v6). NCCL's constants are left as they are; the NVL domain information is not used by the
+// network model.
 #include "plugin/tuner/tuner.h"
 
 namespace {

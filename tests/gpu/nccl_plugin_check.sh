@@ -4,8 +4,10 @@
 #   BRAID_BUILD_DIR=build tests/gpu/nccl_plugin_check.sh
 # 1. builds tests/gpu/nccl_allreduce_check.cu with nvcc against the system NCCL;
 # 2. one rank: NCCL_NET_PLUGIN/NCCL_TUNER_PLUGIN = the built libraries, NCCL_DEBUG=INFO; checks
-#    the all-reduce result and that NCCL loaded the net plugin at v11 and the tuner at v5 and
-#    that braid's own lines (NET/braid devices, TUNER/braid decisions) came through NCCL's logger;
+#    the all-reduce result and that NCCL loaded the net plugin and the tuner at the versions its
+#    own version binds (net v11 / tuner v5 up to 2.29, v12 / v6 from 2.30.3: ABI doc §9), that
+#    braid-info nccl --nccl-log reads the same from the log, and that braid's own lines
+#    (NET/braid devices, TUNER/braid decisions) came through NCCL's logger;
 # 3. tries two processes on the one GPU with different NCCL_HOSTID values, so that NCCL sees two
 #    nodes and routes through NET: reported (with whether "via NET/braid" appeared), but only a
 #    wrong result fails the check, since NCCL may refuse the setup (ABI doc §6: unverified).
@@ -36,6 +38,9 @@ for d in ${NCCL_HOME:+$NCCL_HOME/lib} /usr/local/cuda/lib /usr/local/cuda/lib64 
 done
 [ -n "$nccl_inc" ] && [ -n "$nccl_lib" ] || skip "NCCL headers or library not found (set NCCL_HOME)"
 [ -f "$net_so" ] && [ -f "$tuner_so" ] || fail "plugins not built: $net_so, $tuner_so"
+# The versions this NCCL binds: the first of net v12..v6 / tuner v6..v2 it searches for.
+nccl_code=$(awk '/#define NCCL_(MAJOR|MINOR|PATCH) /{v[$2]=$3} END{print v["NCCL_MAJOR"]*10000+v["NCCL_MINOR"]*100+v["NCCL_PATCH"]}' "$nccl_inc/nccl.h")
+if [ "$nccl_code" -ge 23003 ]; then want_net=v12 want_tuner=v6; else want_net=v11 want_tuner=v5; fi
 
 work=$(mktemp -d /tmp/braid-nccl-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -57,15 +62,23 @@ grep -E "braid|plugin|Plugin|TUNER" "$log" | head -40
 [ $rc -eq 0 ] || { tail -30 "$log"; fail "one-rank all-reduce exited $rc"; }
 grep -q "nccl_allreduce_check: ok" "$log" || fail "one-rank all-reduce gave no ok line"
 problems=0
-if grep -iE "net.*plugin|plugin.*net" "$log" | grep -i "braid" | grep -q "v11"; then
-  echo "ok: NCCL loaded the braid net plugin at v11"
+echo "NCCL version code $nccl_code: expecting net $want_net, tuner $want_tuner"
+if grep -iE "net.*plugin|plugin.*net" "$log" | grep -i "braid" | grep -q "$want_net"; then
+  echo "ok: NCCL loaded the braid net plugin at $want_net"
 else
-  echo "MISSING: no line saying the braid net plugin was loaded at v11"; problems=1
+  echo "MISSING: no line saying the braid net plugin was loaded at $want_net"; problems=1
 fi
-if grep -i "tuner" "$log" | grep -i "braid" | grep -q "v5"; then
-  echo "ok: NCCL loaded the braid tuner at v5"
+if grep -i "tuner" "$log" | grep -i "braid" | grep -q "$want_tuner"; then
+  echo "ok: NCCL loaded the braid tuner at $want_tuner"
 else
-  echo "MISSING: no line saying the braid tuner was loaded at v5"; problems=1
+  echo "MISSING: no line saying the braid tuner was loaded at $want_tuner"; problems=1
+fi
+if [ -x "$build/tools/braid-info" ]; then
+  info=$("$build/tools/braid-info" nccl --net none --tuner none --nccl-log "$log")
+  echo "$info" | grep "NCCL bound"
+  echo "$info" | grep -q "NCCL bound net $want_net" && echo "$info" | grep -q "NCCL bound tuner $want_tuner" &&
+    echo "ok: braid-info nccl --nccl-log reads net $want_net, tuner $want_tuner" ||
+    { echo "MISSING: braid-info nccl --nccl-log did not read net $want_net / tuner $want_tuner"; problems=1; }
 fi
 grep -q "NET/braid: device" "$log" && echo "ok: braid's net lines came through NCCL's logger" ||
   { echo "MISSING: no 'NET/braid: device' line"; problems=1; }

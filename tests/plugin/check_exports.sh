@@ -4,7 +4,8 @@
 set -u
 nm=$1 net=$2 tuner=$3
 tuner_syms="ncclTunerPlugin_v2 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5"
-net_syms="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v9 $tuner_syms"
+tuner_syms="$tuner_syms ncclTunerPlugin_v6"
+net_syms="ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v9 $tuner_syms"
 status=0
 check() {
   lib=$1; shift

@@ -49,8 +49,10 @@ struct Net {
   }
 };
 
-/// Loops connect/accept in one thread (both are non-blocking) until both comms exist.
-bool connectPair(const NetV11* n, void* sendCtx, void* recvCtx, void** sc, void** rc) {
+/// Loops connect/accept in one thread (both are non-blocking) until both comms exist (v11 or
+/// v12 table: the same slots).
+template <typename Table = NetV11>
+bool connectPair(const Table* n, void* sendCtx, void* recvCtx, void** sc, void** rc) {
   char handle[abi::kNetHandleMaxSize] = {};
   void* lc = nullptr;
   if (n->listen(recvCtx, 0, handle, &lc) != abi::kSuccess || lc == nullptr) return false;
@@ -68,7 +70,8 @@ bool connectPair(const NetV11* n, void* sendCtx, void* recvCtx, void** sc, void*
 }
 
 /// Waits for one request; returns the test() result (kSuccess with *done, or the error).
-abi::Result waitRequest(const NetV11* n, void* req, int* sizes, int ms = kWaitMs) {
+template <typename Table = NetV11>
+abi::Result waitRequest(const Table* n, void* req, int* sizes, int ms = kWaitMs) {
   abi::Result res = abi::kSuccess;
   int done = 0;
   bool finished = spinUntil(
@@ -673,6 +676,92 @@ void legacyRoundTrip(const char* symbol) {
 
 TEST_F(NetPluginTest, V10AdapterRoundTrip) { legacyRoundTrip<abi::NetV10>("ncclNetPlugin_v10"); }
 TEST_F(NetPluginTest, V9AdapterRoundTrip) { legacyRoundTrip<abi::NetV9>("ncclNetPlugin_v9"); }
+
+// v12 (NCCL 2.30.3+): v11's table, 128-byte properties with railId/planeId. braid's topology has
+// no rails or planes, so both are -1; everything else is what v11 reports, at v12's offsets.
+TEST_F(NetPluginTest, V12PropertiesAndRoundTrip) {
+  static_assert(sizeof(abi::NetPropertiesV12) == 128 && sizeof(abi::NetV12) == 176);
+  Library lib(BRAID_NET_PLUGIN_PATH);
+  ASSERT_TRUE(lib.ok()) << lib.error();
+  auto* n = lib.symbol<abi::NetV12>("ncclNetPlugin_v12");
+  auto* n11 = lib.symbol<abi::NetV11>("ncclNetPlugin_v11");
+  ASSERT_NE(n, nullptr);
+  ASSERT_NE(n11, nullptr);
+  EXPECT_NE(static_cast<const void*>(n), static_cast<const void*>(n11));
+  EXPECT_STREQ(n->name, "braid");
+  EXPECT_NE(n->finalize, nullptr);
+  EXPECT_EQ(n->regMrDmaBuf, nullptr);
+  EXPECT_EQ(n->makeVDevice, nullptr);
+  EXPECT_EQ(n->setNetAttr, nullptr);
+  void* ctx = nullptr;
+  abi::NetCommConfig cfg{-1};
+  ASSERT_EQ(n->init(&ctx, kCommId, &cfg, nullptr, nullptr), abi::kSuccess);
+  int ndev = 0;
+  ASSERT_EQ(n->devices(&ndev), abi::kSuccess);
+  ASSERT_EQ(ndev, 1);  // BRAID_NET_IFNAME=lo
+  abi::NetPropertiesV12 props[2];
+  std::memset(props, 0x77, sizeof(props));
+  ASSERT_EQ(n->getProperties(0, &props[0]), abi::kSuccess);
+  const abi::NetPropertiesV12& p = props[0];
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(&props[1])[0], 0x77) << "wrote past 128 bytes";
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.railId, -1);
+  EXPECT_EQ(p.planeId, -1);
+  EXPECT_EQ(p.ptrSupport, abi::kPtrHost);
+  EXPECT_EQ(p.netDeviceType, abi::kNetDeviceHost);
+  EXPECT_EQ(p.vProps.ndevs, 1);
+  EXPECT_EQ(p.vProps.devs[0], 0);
+  for (int i = 1; i < abi::kNetMaxDevsPerNicV12; ++i) EXPECT_EQ(p.vProps.devs[i], 0) << i;
+  EXPECT_EQ(p.maxMultiRequestSize, 1);
+  EXPECT_EQ(p.maxRecvs, 1);
+  // The same device as v11 reports, member for member, at the moved offsets.
+  abi::NetPropertiesV11 q;
+  ASSERT_EQ(n11->getProperties(0, &q), abi::kSuccess);
+  EXPECT_EQ(p.name, q.name);
+  EXPECT_EQ(p.guid, q.guid);
+  EXPECT_EQ(p.speed, q.speed);
+  EXPECT_EQ(p.maxComms, q.maxComms);
+  EXPECT_EQ(p.maxP2pBytes, q.maxP2pBytes);
+  EXPECT_EQ(p.maxCollBytes, q.maxCollBytes);
+  EXPECT_GT(p.maxP2pBytes, 0u);
+  EXPECT_LE(p.maxP2pBytes, abi::kMaxNetSizeBytes);
+  // Raw offsets, as NCCL 2.30 reads them.
+  const auto* raw = reinterpret_cast<const unsigned char*>(&p);
+  size_t p2p = 0;
+  int16_t rail = 0, plane = 0;
+  std::memcpy(&p2p, raw + 104, sizeof(p2p));
+  std::memcpy(&rail, raw + 124, sizeof(rail));
+  std::memcpy(&plane, raw + 126, sizeof(plane));
+  EXPECT_EQ(p2p, q.maxP2pBytes);
+  EXPECT_EQ(rail, -1);
+  EXPECT_EQ(plane, -1);
+  EXPECT_NE(n->getProperties(1, &props[0]), abi::kSuccess);
+  EXPECT_EQ(n->getProperties(0, nullptr), abi::kInvalidArgument);
+
+  // One message through the v12 table.
+  void* sc = nullptr;
+  void* rc = nullptr;
+  ASSERT_TRUE(connectPair(n, ctx, ctx, &sc, &rc));
+  uint64_t out = 0x1122334455667788ull, in = 0;
+  void* data[1] = {&in};
+  size_t sizes[1] = {sizeof(in)};
+  int tags[1] = {0};
+  void* rreq = nullptr;
+  void* sreq = nullptr;
+  ASSERT_EQ(n->irecv(rc, 1, data, sizes, tags, nullptr, nullptr, &rreq), abi::kSuccess);
+  ASSERT_TRUE(spinUntil([&] {
+    EXPECT_EQ(n->isend(sc, &out, sizeof(out), 0, nullptr, nullptr, &sreq), abi::kSuccess);
+    return sreq != nullptr;
+  }));
+  int got = 0;
+  EXPECT_EQ(waitRequest(n, sreq, nullptr), abi::kSuccess);
+  EXPECT_EQ(waitRequest(n, rreq, &got), abi::kSuccess);
+  EXPECT_EQ(got, 8);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(n->closeSend(sc), abi::kSuccess);
+  EXPECT_EQ(n->closeRecv(rc), abi::kSuccess);
+  EXPECT_EQ(n->finalize(ctx), abi::kSuccess);
+}
 
 TEST_F(NetPluginTest, ShmTransportUnderThePlugin) {
   setenv("BRAID_NET_TRANSPORT", "shm", 1);

@@ -1,5 +1,7 @@
 // The tuner plugin through its exported tables (standalone library and net library), on NCCL's
-// real table shape: a contiguous float[7][3] passed as float** by a cast.
+// real table shape: a contiguous float[7][3] passed as float** by a cast. v6 (NCCL 2.30.3+) adds
+// getChunkSize and is driven like v5; PAT is priced for all-gather/reduce-scatter at one GPU per
+// node.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -171,6 +173,174 @@ void exerciseV5(const char* path) {
 TEST_F(TunerPluginTest, StandaloneLibraryV5) { exerciseV5(BRAID_TUNER_PLUGIN_PATH); }
 TEST_F(TunerPluginTest, NetLibraryCarriesTheTunerToo) { exerciseV5(BRAID_NET_PLUGIN_PATH); }
 
+/// A table as NCCL fills it at one GPU per node for all-gather/reduce-scatter: ring with every
+/// protocol, PAT with SIMPLE only, the rest -1.
+struct GatherTable : Table {
+  GatherTable() {
+    for (int p = 0; p < abi::kNumProtocols; ++p) t[abi::kAlgoTree][p] = -1.0f;
+    t[abi::kAlgoPat][abi::kProtoSimple] = 40.0f;
+  }
+};
+
+/// getCollInfo through the v6 table; the entry set to 0 (algo * 3 + proto) or -1.
+int pickV6(const abi::TunerV6* t, void* ctx, abi::Func coll, size_t bytes, Table* table,
+           int* channels) {
+  const Table before = *table;
+  *channels = 0;
+  EXPECT_EQ(t->getCollInfo(ctx, coll, bytes, 1, table->arg(), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, channels),
+            abi::kSuccess);
+  return checkInvariants(before, *table);
+}
+
+void exerciseV6(const char* path) {
+  Loaded lib(path);
+  auto* t = lib.table<abi::TunerV6>("ncclTunerPlugin_v6");
+  ASSERT_NE(t, nullptr);
+  EXPECT_STREQ(t->name, "braid");
+  ASSERT_NE(t->getChunkSize, nullptr);
+  abi::TunerConstantsV6 constants;
+  std::memset(&constants, 0, sizeof(constants));
+  abi::NvlDomainInfoV6 nvl{8, 1, 1};
+  void* ctx = nullptr;
+  // 8 nodes of one GPU: NCCL's PAT placement. Default link: alpha 8 us, 12500 B/us; W 4 MiB.
+  ASSERT_EQ(t->init(&ctx, 1, 8, 8, captureLogger, &nvl, &constants), abi::kSuccess);
+  ASSERT_NE(ctx, nullptr);
+  int channels = 0;
+  // 1 MiB: 32 blocks fit W, so PAT takes log2 8 = 3 steps against the ring's 7; 4 channels.
+  GatherTable ag;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncAllGather, 1 << 20, &ag, &channels),
+            abi::kAlgoPat * 3 + abi::kProtoSimple);
+  EXPECT_EQ(channels, 4);
+  // Reduce-scatter at the edge: 16 MiB = p·W/2 still aggregates two blocks (4 steps)...
+  GatherTable rs;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncReduceScatter, 16u << 20, &rs, &channels),
+            abi::kAlgoPat * 3 + abi::kProtoSimple);
+  EXPECT_EQ(channels, 0);
+  // ...one byte more and a block no longer pairs up: p - 1 steps, a tie, and the ring wins
+  // with NCCL's cheapest ring protocol.
+  GatherTable rsBig;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncReduceScatter, (16u << 20) + 8, &rsBig, &channels),
+            abi::kAlgoRing * 3 + abi::kProtoLL);
+  // PAT filtered by NCCL (NCCL_ALGO): never revived, the ring is chosen instead.
+  GatherTable noPat;
+  noPat.t[abi::kAlgoPat][abi::kProtoSimple] = -1.0f;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncAllGather, 1 << 20, &noPat, &channels),
+            abi::kAlgoRing * 3 + abi::kProtoLL);
+  // All-reduce is still ring/tree, and broadcast has no opinion.
+  Table ar;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncAllReduce, 4096, &ar, &channels),
+            abi::kAlgoTree * 3 + abi::kProtoLL128);
+  GatherTable bc;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncBroadcast, 4096, &bc, &channels), -1);
+
+  // getChunkSize: NCCL's tree/SIMPLE all-reduce chunk is left as is on 8 nodes at 4 MiB
+  // (c* = sqrt(n·α·B/5) = 289 KB > 128 KiB) and lowered when NCCL's is larger.
+  size_t chunk = 131072;
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, &chunk),
+            abi::kSuccess);
+  EXPECT_EQ(chunk, 131072u);
+  chunk = 1u << 20;
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, &chunk),
+            abi::kSuccess);
+  EXPECT_EQ(chunk, 289280u);  // floor(sqrt(4 MiB · 8 · 12500 / 5) / 512) · 512
+  // Ring, PAT and the LL protocols keep NCCL's chunk.
+  for (int algo : {abi::kAlgoRing, abi::kAlgoPat}) {
+    chunk = 1u << 20;
+    EXPECT_EQ(
+        t->getChunkSize(ctx, abi::kFuncAllGather, 4u << 20, algo, abi::kProtoSimple, 1, &chunk),
+        abi::kSuccess);
+    EXPECT_EQ(chunk, 1u << 20) << algo;
+  }
+  chunk = 1u << 20;
+  EXPECT_EQ(
+      t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoLL, 1, &chunk),
+      abi::kSuccess);
+  EXPECT_EQ(chunk, 1u << 20);
+  // Bad arguments: nothing to answer into is an error; values outside NCCL's tables leave
+  // NCCL's chunk and succeed.
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, nullptr),
+            abi::kInvalidArgument);
+  const struct {
+    int algo, proto, channels;
+    size_t bytes;
+  } kBad[] = {{7, abi::kProtoSimple, 1, 4u << 20},
+              {-1, abi::kProtoSimple, 1, 4u << 20},
+              {abi::kAlgoTree, 3, 1, 4u << 20},
+              {abi::kAlgoTree, -1, 1, 4u << 20},
+              {abi::kAlgoTree, abi::kProtoSimple, 0, 4u << 20},
+              {abi::kAlgoTree, abi::kProtoSimple, 1, 0}};
+  for (const auto& b : kBad) {
+    chunk = 1u << 20;
+    EXPECT_EQ(
+        t->getChunkSize(ctx, abi::kFuncAllReduce, b.bytes, b.algo, b.proto, b.channels, &chunk),
+        abi::kSuccess)
+        << b.algo << "," << b.proto;
+    EXPECT_EQ(chunk, 1u << 20) << b.algo << "," << b.proto;
+  }
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+
+  // 64 nodes: a deeper tree (D = 12) wants shorter chunks: sqrt(4 MiB · 8 · 12500 / 11).
+  ASSERT_EQ(t->init(&ctx, 1, 64, 64, captureLogger, &nvl, &constants), abi::kSuccess);
+  chunk = 1u << 20;
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, &chunk),
+            abi::kSuccess);
+  EXPECT_EQ(chunk, 195072u);
+  chunk = 1u << 20;
+  EXPECT_EQ(
+      t->getChunkSize(ctx, abi::kFuncAllReduce, 100, abi::kAlgoTree, abi::kProtoSimple, 1, &chunk),
+      abi::kSuccess);
+  EXPECT_EQ(chunk, 512u) << "never below SIMPLE's grain";
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+
+  // Several GPUs per node (16 ranks on 8 nodes): NCCL offers no PAT there; no opinion on
+  // all-gather. One node: no chunk opinion either.
+  ASSERT_EQ(t->init(&ctx, 1, 16, 8, captureLogger, &nvl, &constants), abi::kSuccess);
+  GatherTable multi;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncAllGather, 1 << 20, &multi, &channels), -1);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+  ASSERT_EQ(t->init(&ctx, 1, 8, 1, captureLogger, &nvl, &constants), abi::kSuccess);
+  chunk = 1u << 20;
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, &chunk),
+            abi::kSuccess);
+  EXPECT_EQ(chunk, 1u << 20);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+
+  bool sawPat = false;
+  for (auto& [subsys, line] : gLog) {
+    sawPat |= (subsys & abi::kSubsysTuning) &&
+              line.find("allgather 1048576 bytes on 8 nodes: pat/simple") != std::string::npos;
+  }
+  EXPECT_TRUE(sawPat) << "PAT decisions are logged under TUNING";
+}
+
+TEST_F(TunerPluginTest, StandaloneLibraryV6) { exerciseV6(BRAID_TUNER_PLUGIN_PATH); }
+TEST_F(TunerPluginTest, NetLibraryCarriesTunerV6) { exerciseV6(BRAID_NET_PLUGIN_PATH); }
+
+TEST_F(TunerPluginTest, V6OffLeavesEverythingToNccl) {
+  setenv("BRAID_TUNER", "off", 1);
+  Loaded lib(BRAID_TUNER_PLUGIN_PATH);
+  auto* t = lib.table<abi::TunerV6>("ncclTunerPlugin_v6");
+  ASSERT_NE(t, nullptr);
+  void* ctx = reinterpret_cast<void*>(0x5);
+  ASSERT_EQ(t->init(&ctx, 1, 8, 8, captureLogger, nullptr, nullptr), abi::kSuccess);
+  EXPECT_EQ(ctx, nullptr);
+  GatherTable g;
+  int channels = 0;
+  EXPECT_EQ(pickV6(t, ctx, abi::kFuncAllGather, 1 << 20, &g, &channels), -1);
+  size_t chunk = 1u << 20;
+  EXPECT_EQ(t->getChunkSize(ctx, abi::kFuncAllReduce, 4u << 20, abi::kAlgoTree, abi::kProtoSimple,
+                            1, &chunk),
+            abi::kSuccess);
+  EXPECT_EQ(chunk, 1u << 20);
+  EXPECT_EQ(t->finalize(ctx), abi::kSuccess);
+}
+
 TEST_F(TunerPluginTest, RulesFileWinsButNeverRevives) {
   char path[] = "/tmp/braid-tuner-XXXXXX";
   int fd = mkstemp(path);
@@ -324,6 +494,48 @@ TEST(TunerModelTest, CrossoverFollowsAlphaBeta) {
   EXPECT_GT(t16.treeUs(64u << 20), t16.ringUs(64u << 20));
   Tuner t2(16, 2, p, {});
   EXPECT_LE(t2.ringUs(8), t2.treeUs(8)) << "two nodes: ring is never worse";
+}
+
+// PAT's price (model.h): steps (⌈p/R⌉ - 1 + ⌈log2 R⌉), the ring's bandwidth term.
+TEST(TunerModelTest, PatPrice) {
+  ModelParams p;
+  p.latencyUs = 10;
+  p.bytesPerUs = 1000;
+  p.patBufferBytes = 1 << 20;
+  Tuner t8(8, 8, p, {});
+  const double bw = 7.0 / 8 * (1 << 20) / 1000;  // (p-1)/p · n/B at n = 1 MiB
+  EXPECT_DOUBLE_EQ(t8.ringGatherUs(1 << 20), 70 + bw);
+  EXPECT_DOUBLE_EQ(t8.patUs(1 << 20), 30 + bw) << "8 blocks fit W: R = 8, log2 8 steps";
+  EXPECT_DOUBLE_EQ(t8.patUs(4u << 20), 40 + 4 * bw) << "2 blocks: R = 2, 4 - 1 + 1 steps";
+  EXPECT_DOUBLE_EQ(t8.patUs(8u << 20), 70 + 8 * bw) << "1 block: R = 1, the ring's 7 steps";
+  EXPECT_DOUBLE_EQ(t8.patUs(0), 30) << "no data: Bruck's log2 p steps";
+  Tuner t5(5, 5, p, {});  // not a power of two: 2^⌈log2 5⌉ = 8 bounds R
+  EXPECT_DOUBLE_EQ(t5.patUs(1024), 30 + 4.0 / 5 * 1024 / 1000);
+  EXPECT_DOUBLE_EQ(t5.ringGatherUs(1024), 40 + 4.0 / 5 * 1024 / 1000);
+  Tuner t3(3, 3, p, {});
+  EXPECT_DOUBLE_EQ(t3.patUs(1024), t3.ringGatherUs(1024)) << "p = 3: log2 steps = p - 1";
+  Tuner t1(1, 1, p, {});
+  EXPECT_EQ(t1.patUs(1024), 0);
+}
+
+TEST(TunerModelTest, ChunkSizeOnlyLowersTreeSimple) {
+  ModelParams p;  // 8 us, 12500 B/us
+  Tuner t(4, 4, p, {});
+  // D = 4 edges: c* = sqrt(n · 8 · 12500 / 3); n = 1 MiB -> 186,955 -> 186,880.
+  EXPECT_EQ(
+      t.chunkSize(abi::kFuncAllReduce, 1 << 20, abi::kAlgoTree, abi::kProtoSimple, 1, 1u << 20),
+      186880u);
+  EXPECT_EQ(t.chunkSize(abi::kFuncAllReduce, 1 << 20, abi::kAlgoTree, abi::kProtoSimple, 1, 65536),
+            65536u);
+  EXPECT_EQ(
+      t.chunkSize(abi::kFuncAllReduce, 1 << 20, abi::kAlgoRing, abi::kProtoSimple, 1, 1u << 20),
+      1u << 20);
+  EXPECT_EQ(
+      t.chunkSize(abi::kFuncAllReduce, 1 << 20, abi::kAlgoTree, abi::kProtoLL128, 1, 1u << 20),
+      1u << 20);
+  EXPECT_EQ(
+      t.chunkSize(abi::kFuncReduceScatter, 1 << 20, abi::kAlgoTree, abi::kProtoSimple, 1, 1u << 20),
+      1u << 20);
 }
 
 TEST(TunerModelTest, RulesParserNamesTheBadLine) {
