@@ -144,7 +144,9 @@ class P2p {
   Status checkRecvMeta(const Op& op);
   Status timeoutStatus(uint64_t nowNs, uint64_t minSilenceNs);
   /// How long the pending operation has heard nothing from its peer: since it was posted or
-  /// since an operation with that peer last completed, whichever is later.
+  /// since an operation with that peer last completed, whichever is later. A transfer counts
+  /// as silence until it completes, so one message that needs longer than BRAID_TIMEOUT_MS to
+  /// cross its link is a timeout even while other peers' traffic completes.
   uint64_t silenceNs(const Op& op, uint64_t nowNs) const;
   /// The longest silence among the posted pending operations.
   uint64_t longestSilenceNs(uint64_t nowNs) const;
