@@ -5,7 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <string>
 
@@ -69,7 +71,16 @@ void closePythonGate() {
   }
   py::gil_scoped_release release;  // the sections in progress may need the GIL to end
   std::unique_lock<std::mutex> lock(gGateMu);
-  gGateCv.wait(lock, [mine] { return gGateActive == mine; });
+  // Bounded like every wait: a section ends within a store call's or a teardown's own deadline,
+  // but one stuck in a foreign store without a timeout must not hold the exit forever.
+  constexpr int kExitWaitS = 60;
+  if (!gGateCv.wait_for(lock, std::chrono::seconds(kExitWaitS),
+                        [mine] { return gGateActive == mine; })) {
+    std::fprintf(stderr,
+                 "braid: %d thread(s) still inside a Python call %d s after exit began; "
+                 "exiting without them\n",
+                 gGateActive - mine, kExitWaitS);
+  }
 }
 
 py::object makeException(const Status& s, int rank) {
