@@ -361,23 +361,27 @@ int probeTuner(void* lib, const std::string& loaded) {
     for (int a = abi::kAlgoCollNetDirect; a < abi::kNumAlgorithms; ++a) {
       for (float& c : table[a]) c = abi::kAlgoProtoIgnore;
     }
-    const size_t sizes[] = {4096, 1 << 20, 256u << 20};
-    for (size_t n : sizes) {
+    // One getCollInfo on a copy of `offered`, printed with the (algorithm, protocol) it chose
+    // (the one it priced 0).
+    auto sample = [&](abi::Func func, size_t n, const float (&offered)[abi::kNumAlgorithms][abi::kNumProtocols],
+                      const char* what) {
       float t2[abi::kNumAlgorithms][abi::kNumProtocols];
-      std::memcpy(t2, table, sizeof(t2));
+      std::memcpy(t2, offered, sizeof(t2));
       int channels = 0;
-      r = t->getCollInfo(ctx, abi::kFuncAllReduce, n, 1, reinterpret_cast<float**>(t2),
-                         abi::kNumAlgorithms, abi::kNumProtocols, 0, &channels);
+      r = t->getCollInfo(ctx, func, n, 1, reinterpret_cast<float**>(t2), abi::kNumAlgorithms,
+                         abi::kNumProtocols, 0, &channels);
       int algo = -1, proto = -1;
       for (int a = 0; a < abi::kNumAlgorithms; ++a) {
         for (int p = 0; p < abi::kNumProtocols; ++p) {
           if (t2[a][p] == 0.0f) algo = a, proto = p;
         }
       }
-      printf(
-          "  sample: allreduce %zu B, 16 ranks on 2 nodes -> result %d, algo %d proto %d "
-          "channels %d\n",
-          n, r, algo, proto, channels);
+      printf("  sample: %s %zu B, %s -> result %d, algo %d proto %d channels %d\n",
+             func == abi::kFuncAllReduce ? "allreduce" : "allgather", n, what, r, algo, proto,
+             channels);
+    };
+    for (size_t n : {size_t{4096}, size_t{1} << 20, size_t{256} << 20}) {
+      sample(abi::kFuncAllReduce, n, table, "16 ranks on 2 nodes");
     }
     if (t6 != nullptr && t6->getChunkSize != nullptr) {
       size_t chunk = size_t{1} << 20;
@@ -391,28 +395,16 @@ int probeTuner(void* lib, const std::string& loaded) {
     if (t->finalize) t->finalize(ctx);
     // PAT's placement: one GPU on each of 8 nodes, NCCL's table with PAT/SIMPLE offered.
     if (t->init(&ctx, 0, 8, 8, pluginLogger, &nvl, &constants) == abi::kSuccess) {
+      float pat[abi::kNumAlgorithms][abi::kNumProtocols];
+      for (int a = 0; a < abi::kNumAlgorithms; ++a) {
+        for (int p = 0; p < abi::kNumProtocols; ++p) {
+          pat[a][p] = a == abi::kAlgoRing || (a == abi::kAlgoPat && p == abi::kProtoSimple)
+                          ? 100.0f
+                          : abi::kAlgoProtoIgnore;
+        }
+      }
       for (size_t n : {size_t{1} << 20, size_t{256} << 20}) {
-        float t2[abi::kNumAlgorithms][abi::kNumProtocols];
-        for (int a = 0; a < abi::kNumAlgorithms; ++a) {
-          for (int p = 0; p < abi::kNumProtocols; ++p) {
-            t2[a][p] = a == abi::kAlgoRing || (a == abi::kAlgoPat && p == abi::kProtoSimple)
-                           ? 100.0f
-                           : abi::kAlgoProtoIgnore;
-          }
-        }
-        int channels = 0;
-        r = t->getCollInfo(ctx, abi::kFuncAllGather, n, 1, reinterpret_cast<float**>(t2),
-                           abi::kNumAlgorithms, abi::kNumProtocols, 0, &channels);
-        int algo = -1, proto = -1;
-        for (int a = 0; a < abi::kNumAlgorithms; ++a) {
-          for (int p = 0; p < abi::kNumProtocols; ++p) {
-            if (t2[a][p] == 0.0f) algo = a, proto = p;
-          }
-        }
-        printf(
-            "  sample: allgather %zu B, 8 ranks on 8 nodes (ring, pat offered) -> result %d, "
-            "algo %d proto %d channels %d\n",
-            n, r, algo, proto, channels);
+        sample(abi::kFuncAllGather, n, pat, "8 ranks on 8 nodes (ring, pat offered)");
       }
       if (t->finalize) t->finalize(ctx);
     }
