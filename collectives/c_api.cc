@@ -150,6 +150,21 @@ braidResult_t braidCommShrink(braidComm_t comm, int* excludeRanksList, int exclu
   });
 }
 
+braidResult_t braidCommSubgroup(braidComm_t comm, const int* ranks, int nranks,
+                                braidComm_t* newcomm) {
+  BRAID_C_CHECK_COMM(comm);
+  if (newcomm == nullptr) return badArg("newcomm is null");
+  *newcomm = nullptr;
+  if (nranks < 1) return badArg("nranks must be >= 1");
+  if (ranks == nullptr) return badArg("ranks is null");
+  return guarded([&]() -> braidResult_t {
+    auto c = comm->comm->subgroup(std::vector<int>(ranks, ranks + nranks));
+    if (!c.isOk()) return toResult(c.status());
+    *newcomm = new braidComm{std::move(c).value()};
+    return braidSuccess;
+  });
+}
+
 braidResult_t braidCommDestroy(braidComm_t comm) {
   if (comm == nullptr) return braidSuccess;
   return guarded([&]() -> braidResult_t {

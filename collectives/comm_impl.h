@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -114,6 +115,7 @@ class Communicator::Impl {
   /// the same hosts and links, so it neither probes nor reads the cache again.
   std::optional<detail::FabricModel> inheritedModel_;
   int splits_ = 0;
+  std::map<std::vector<int>, int> subgroups_;  ///< per rank list, subgroups made of it
   int shrinks_ = 0;
   const std::string& storePrefix() const { return prefix_; }
   /// The store prefix of a child (split, shrink) named `tag`: beside this one's, never under it

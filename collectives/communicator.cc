@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "collectives/selector/calibration.h"
@@ -200,6 +201,73 @@ std::string rankList(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+// subgroup: members only, so nothing goes through this communicator's connections. The members
+// derive one prefix from the list itself and from how many subgroups of that list this rank made
+// before ("<prefix>g<hash of the list>.<count>"), and create the new communicator there with
+// this one's options and model. A member with another list waits under another prefix: the
+// creation times out naming the members that never came.
+Result<std::unique_ptr<Communicator>> Communicator::subgroup(const std::vector<int>& ranks,
+                                                             int64_t timeoutMs) {
+  Impl& p = *impl_;
+  const std::string list = rankList(ranks);
+  const std::string what = "rank " + std::to_string(p.rank_) + ": subgroup " + list;
+  int mine = -1;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= p.size_) {
+      return invalidArgument(what + ": rank " + std::to_string(ranks[i]) + " is outside [0, " +
+                             std::to_string(p.size_) + ")");
+    }
+    if (i > 0 && sorted[i] == sorted[i - 1]) {
+      return invalidArgument(what + ": rank " + std::to_string(sorted[i]) + " is listed twice");
+    }
+    if (ranks[i] == p.rank_) mine = static_cast<int>(i);
+  }
+  if (mine < 0) {
+    return invalidUsage(what + ": the caller is not listed (only the listed ranks call subgroup)");
+  }
+  if (timeoutMs < 0) return invalidArgument(what + ": timeoutMs is negative");
+  const int seq = p.subgroups_[ranks]++;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(fnv1a64(ranks.data(), ranks.size() * sizeof(int))));
+  CommOptions options = p.options_;
+  options.size = static_cast<int>(ranks.size());
+  options.rank = mine;
+  options.timeoutMs = timeoutMs > 0 ? timeoutMs : p.timeoutMs();
+  const std::string prefix = p.childPrefix("g" + std::string(hash) + "." + std::to_string(seq));
+  // Every member checks in first, so that one that never comes (or came with another list, and
+  // so another prefix) is named by its rank here rather than by a key of the rendezvous.
+  Store& store = *p.options_.store;
+  BRAID_RETURN_IF_ERROR(store.set(prefix + "joined/" + std::to_string(p.rank_), toBytes(list))
+                            .withContext(what));
+  const Deadline deadline = Deadline::afterMs(options.timeoutMs);
+  std::vector<int> missing;
+  for (int q : ranks) {
+    if (q == p.rank_) continue;
+    auto v = store.get(prefix + "joined/" + std::to_string(q),
+                       deadline.expired() ? Deadline::afterMs(0) : deadline);
+    if (v.isOk()) continue;
+    if (v.status().code() != Code::kTimeout) return v.status().withContext(what);
+    missing.push_back(q);
+  }
+  if (!missing.empty()) {
+    return timeoutError(what + ": within " + std::to_string(options.timeoutMs) +
+                        " ms rank(s) " + rankList(missing) +
+                        " did not call subgroup with this list (parent ranks)");
+  }
+  std::unique_ptr<Impl> child(new Impl());
+  child->splitPrefix_ = prefix;
+  child->inheritedModel_ = p.selector_->costModel().model();
+  Status s = child->init(std::move(options));
+  setLogRank(p.rank_);  // init set the child's rank as the log prefix
+  if (!s.isOk()) {
+    return s.withContext(what + " (parent ranks)");
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
 
 // shrink: the agreement goes through the store only, so that it works whatever state the
 // connections are in. Under "<prefix>k<seq>/", every caller publishes its sorted excluded list,

@@ -87,6 +87,13 @@ braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* 
 #define BRAID_SHRINK_ABORT 0x01
 braidResult_t braidCommShrink(braidComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               braidComm_t* newcomm, int shrinkFlags);
+/** Like MPI_Comm_create_group: called only by the nranks ranks of comm listed in ranks (no
+ * duplicates, the caller among them), which form a new communicator ranked in list order; the
+ * other ranks of comm do not call. Every member passes the same list; a member that does not
+ * call within BRAID_TIMEOUT_MS (or passes another list) is a braidTimeout naming it. The new one
+ * shares comm's store, job secret, transport and calibrated model. */
+braidResult_t braidCommSubgroup(braidComm_t comm, const int* ranks, int nranks,
+                                braidComm_t* newcomm);
 /** Frees the communicator; call on every rank after its last operation. */
 braidResult_t braidCommDestroy(braidComm_t comm);
 /** Fails the communicator (peers' pending operations return errors) and frees it. */

@@ -102,6 +102,18 @@ class Communicator {
   /// secret and works independently of it (its own connections, sequence numbers and thread).
   Result<std::unique_ptr<Communicator>> split(int color, int key);
 
+  /// Collective over the listed ranks only (like MPI_Comm_create_group): `ranks` (ranks of this
+  /// communicator, no duplicates, the caller among them) form a new communicator ranked in list
+  /// order; ranks not listed do not call. For frameworks that create a subgroup on its members
+  /// alone (torch.distributed's new_group). Every member must pass the same list, and members
+  /// create the subgroups of one list in the same order (each list counts its own); a member that
+  /// does not call, or passes another list, is a kTimeout within timeoutMs() naming it. The new
+  /// one shares this one's store, job secret, transport, timeout and fabric model (no new probe)
+  /// and works independently of it, as after split; its timeout is `timeoutMs`, or this one's
+  /// when 0. Not concurrently with another split or subgroup of this communicator.
+  Result<std::unique_ptr<Communicator>> subgroup(const std::vector<int>& ranks,
+                                                 int64_t timeoutMs = 0);
+
   /// Collective over the ranks of this communicator that stay (like ncclCommShrink): a new
   /// communicator of every rank not in `excluded` (ranks of this one, any order, no duplicates),
   /// renumbered densely in this one's rank order. Made for recovery: it works on a failed

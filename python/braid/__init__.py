@@ -241,6 +241,14 @@ class Communicator:
         h = self._c.shrink([int(r) for r in excluded], bool(abort))
         return None if h is None else Communicator(h)
 
+    def subgroup(self, ranks, timeout_ms=0):
+        """A new Communicator of the listed ranks (ranks of this one, in the new one's order),
+        created by them alone: ranks not listed do not call (like MPI_Comm_create_group). Every
+        member passes the same list; a member that does not call within timeout_ms raises
+        BraidTimeoutError naming it. It shares this communicator's store, secret, transport and
+        calibrated model (no new probe); timeout_ms bounds its waits (0: this one's timeout)."""
+        return Communicator(self._c.subgroup([int(r) for r in ranks], int(timeout_ms)))
+
     def close(self):
         self._c.close()
 

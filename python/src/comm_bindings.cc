@@ -309,6 +309,21 @@ void bindCommunicator(py::module_& m) {
           py::arg("excluded"), py::arg("abort") = false,
           "A communicator of the ranks not in excluded (None on an excluded rank); see "
           "Communicator::shrink")
+      .def(
+          "subgroup",
+          [](const H& h, const std::vector<int>& ranks, int64_t timeoutMs) -> std::shared_ptr<H> {
+            Communicator& c = h.get();
+            Result<std::unique_ptr<Communicator>> r = invalidArgument("");
+            {
+              py::gil_scoped_release release;
+              r = c.subgroup(ranks, timeoutMs);
+            }
+            if (!r.isOk()) raiseStatus(r.status(), h.rank());
+            return std::make_shared<H>(std::move(r.value()));
+          },
+          py::arg("ranks"), py::arg("timeout_ms") = 0,
+          "A communicator of the listed ranks, created by them alone; see "
+          "Communicator::subgroup")
       .def("check_health", [](const H& h) { check(h.get().health(), h.rank()); })
       .def("close", &H::close);
 }

@@ -72,6 +72,32 @@ static int runRank(int rank, int nranks, braidUniqueId id) {
   }
   CHECK(braidCommSplit(comm, 0, 0, NULL) == braidInvalidArgument, "null newcomm");
 
+  /* Subgroup: the ranks from 1 up, listed in descending order, made by them alone while rank 0
+   * goes on to the barrier below; the argument checks fail without any communication. */
+  braidComm_t group = NULL;
+  int outsideRank = nranks;
+  CHECK(braidCommSubgroup(comm, &rank, 0, &group) == braidInvalidArgument, "no ranks");
+  CHECK(braidCommSubgroup(comm, NULL, 1, &group) == braidInvalidArgument, "null ranks");
+  CHECK(braidCommSubgroup(comm, &rank, 1, NULL) == braidInvalidArgument, "null newcomm");
+  CHECK(braidCommSubgroup(comm, &outsideRank, 1, &group) == braidInvalidArgument, "rank %d of %d",
+        outsideRank, nranks);
+  if (rank > 0) {
+    int list[64];
+    int n = 0;
+    for (int q = nranks - 1; q >= 1 && n < 64; --q) list[n++] = q;
+    r = braidCommSubgroup(comm, list, n, &group);
+    CHECK(r == braidSuccess && group != NULL, "subgroup: %s", braidGetLastError(comm));
+    int gSize = -1, gRank = -1, sum = rank;
+    CHECK(braidCommCount(group, &gSize) == braidSuccess && gSize == n, "subgroup size %d", gSize);
+    CHECK(braidCommUserRank(group, &gRank) == braidSuccess && gRank == nranks - 1 - rank,
+          "subgroup rank %d", gRank);
+    CHECK(braidAllReduce(&sum, &sum, 1, braidInt32, braidSum, group) == braidSuccess &&
+              sum == nranks * (nranks - 1) / 2,
+          "subgroup allreduce gave %d", sum);
+    CHECK(braidCommDestroy(group) == braidSuccess, "destroy subgroup");
+  }
+  CHECK(braidBarrier(comm) == braidSuccess, "barrier after subgroup: %s", braidGetLastError(comm));
+
   /* Shrink's argument checks (nothing is sent: comm stays usable). */
   braidComm_t shrunk = NULL;
   int outside = nranks;

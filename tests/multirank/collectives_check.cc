@@ -7,7 +7,7 @@
 // (Communicator::algorithms), then auto; a list names algorithms (and auto) explicitly.
 //   collectives_check --scenario kill|stall|mismatch-count|mismatch-order|shrink-kill|
 //                                shrink-healthy|shrink-mismatch|shrink-silent|split-silent|
-//                                wait-timeout
+//                                subgroup-silent|wait-timeout
 #include <signal.h>
 #include <unistd.h>
 
@@ -277,6 +277,22 @@ void runAsync(Checker& c) {
   }
 }
 
+// Whether the file store (BRAID_FILE_STORE, one file per key, '.' encoded as %2E) still holds a
+// key whose name contains `part`; fails the check and says which.
+void expectNoStoreKey(Checker& c, const std::string& part, const char* what) {
+  const char* dir = std::getenv("BRAID_FILE_STORE");
+  if (dir == nullptr || c.comm->rank() != 0) return;
+  ++c.checks;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(part) != std::string::npos) {
+      return c.fail(std::string("a destroyed ") + what + "'s key is still in the store: " + name);
+    }
+  }
+  if (ec) c.fail("cannot list BRAID_FILE_STORE " + std::string(dir) + ": " + ec.message());
+}
+
 // split: two interleaved halves ranked in reverse (key = -rank), rank 0 opting out; each child
 // reduces its members' parent ranks, and the parent stays usable alongside its children.
 void runSplit(Checker& c) {
@@ -316,19 +332,69 @@ void runSplit(Checker& c) {
        "parent allreduce after split");
   ++c.checks;
   if (w[0] != static_cast<float>(p)) c.fail("parent allreduce after split: wrong sum");
-  // The parent's all-reduce started after every child was destroyed, so a file store (one file
-  // per key, '.' encoded as %2E) holds no key of a split child any more.
-  const char* dir = std::getenv("BRAID_FILE_STORE");
-  if (dir == nullptr || r != 0) return;
-  ++c.checks;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.find("%2Es") != std::string::npos) {
-      return c.fail("a destroyed split child's key is still in the store: " + name);
+  // The parent's all-reduce started after every child was destroyed, so the store holds no key
+  // of a split child any more.
+  expectNoStoreKey(c, "%2Es", "split child");
+}
+
+// subgroup: created by its members alone (every rank but 1, in descending order; on 2 ranks
+// both, in descending order), twice over the same list (two live communicators under different
+// keys), while rank 1 stays out; each reduces its members' parent ranks and its rank order is
+// the list's. Bad lists fail on the caller without any communication.
+void runSubgroup(Checker& c) {
+  const int r = c.comm->rank();
+  const int p = c.comm->size();
+  auto expectCode = [&](const Status& s, Code code, const char* what) {
+    ++c.checks;
+    if (s.code() != code) c.fail(std::string("subgroup ") + what + ": got " + s.toString());
+  };
+  expectCode(c.comm->subgroup({r, r}).status(), Code::kInvalidArgument, "with a duplicate");
+  expectCode(c.comm->subgroup({r, p}).status(), Code::kInvalidArgument, "outside the ranks");
+  if (p > 1) {
+    expectCode(c.comm->subgroup({(r + 1) % p}).status(), Code::kInvalidUsage, "without the caller");
+  }
+  std::vector<int> members;
+  for (int q = p - 1; q >= 0; --q) {
+    if (q != 1 || p <= 2) members.push_back(q);
+  }
+  if (std::find(members.begin(), members.end(), r) != members.end()) {
+    auto first = c.comm->subgroup(members);
+    auto second = c.comm->subgroup(members);
+    if (!c.ok(first.status(), "subgroup") || !c.ok(second.status(), "second subgroup")) return;
+    const int expectRank =
+        static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
+    double want = 0;
+    for (int q : members) want += q + 1;
+    for (Communicator* sub : {first->get(), second->get()}) {
+      ++c.checks;
+      if (sub->size() != static_cast<int>(members.size()) || sub->rank() != expectRank) {
+        c.fail("subgroup: rank " + std::to_string(sub->rank()) + " of " +
+               std::to_string(sub->size()) + ", expected " + std::to_string(expectRank) + " of " +
+               std::to_string(members.size()));
+      }
+    }
+    // Both at once: the second's all-reduce is issued before the first's completes.
+    std::vector<double> a(1000, static_cast<double>(r + 1)), b(3000, 2.0 * (r + 1));
+    auto wa = (*first)->allReduceAsync(a.data(), a.data(), a.size(), DataType::kFloat64,
+                                       ReduceOp::kSum);
+    c.ok((*second)->allReduce(b.data(), b.data(), b.size(), DataType::kFloat64, ReduceOp::kSum),
+         "allreduce on the second subgroup");
+    if (c.ok(wa.status(), "allreduce on the first subgroup") &&
+        c.ok((*wa)->wait(), "allreduce on the first subgroup")) {
+      ++c.checks;
+      if (a[0] != want || a[999] != want || b[0] != 2 * want || b[2999] != 2 * want) {
+        c.fail("allreduce on a subgroup: wrong sum");
+      }
     }
   }
-  if (ec) c.fail("cannot list BRAID_FILE_STORE " + std::string(dir) + ": " + ec.message());
+  // The parent is untouched by its subgroups (rank 1 reached here at once).
+  std::vector<float> w(16, 1.0f);
+  c.ok(c.comm->allReduce(w.data(), w.data(), w.size(), DataType::kFloat32, ReduceOp::kSum),
+       "parent allreduce after subgroup");
+  ++c.checks;
+  if (w[0] != static_cast<float>(p)) c.fail("parent allreduce after subgroup: wrong sum");
+  // Every subgroup was destroyed before this all-reduce started: their keys are gone.
+  expectNoStoreKey(c, "%2Eg", "subgroup");
 }
 
 // Bad input is rejected with kInvalidArgument and leaves the communicator usable.
@@ -489,6 +555,7 @@ int runMatrix(Communicator* comm, std::vector<std::string> algos, bool quick, bo
   runOtherCollectives(c, quick);
   runAsync(c);
   runSplit(c);
+  runSubgroup(c);
   return finish(c, "collectives");
 }
 
@@ -671,6 +738,18 @@ int scenarioSplitSilent(Communicator* comm) {
                                         [&] { return comm->split(0, comm->rank()).status(); });
 }
 
+// subgroup-silent: every rank is listed, and the last one never calls subgroup; the others get a
+// kTimeout naming it (only the members' check-in waits for it: nothing of the parent does).
+int scenarioSubgroupSilent(Communicator* comm) {
+  if (!comm->barrier().isOk()) return 3;
+  const int p = comm->size();
+  std::vector<int> all(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) all[static_cast<size_t>(q)] = q;
+  return expectTimeoutWhileLastIsSilent(
+      comm, "rank(s) [" + std::to_string(p - 1) + "] did not call subgroup",
+      [&] { return comm->subgroup(all).status(); });
+}
+
 // wait-timeout: the last rank joins an asynchronous all-reduce only BRAID_TIMEOUT_MS / 2 + 2 s
 // late; the others' Work::wait(BRAID_TIMEOUT_MS / 4) returns kTimeout naming their rank and the
 // all-reduce within 2 s of that limit, and fails the communicator: a later collective fails on
@@ -750,7 +829,7 @@ int main(int argc, char** argv) {
       fprintf(stderr,
               "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
               "kill|stall|mismatch-count|mismatch-order|shrink-kill|shrink-healthy|"
-              "shrink-mismatch|shrink-silent|split-silent|wait-timeout]\n",
+              "shrink-mismatch|shrink-silent|split-silent|subgroup-silent|wait-timeout]\n",
               argv[0]);
       return 2;
     }
@@ -771,6 +850,7 @@ int main(int argc, char** argv) {
   if (scenario == "shrink-silent") return scenarioShrinkSilent(comm.get());
   if (scenario == "wait-timeout") return scenarioWaitTimeout(comm.get());
   if (scenario == "split-silent") return scenarioSplitSilent(comm.get());
+  if (scenario == "subgroup-silent") return scenarioSubgroupSilent(comm.get());
   if (!scenario.empty()) {
     fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"shrink-kill", "auto", 3}, Case{"shrink-healthy", "auto", 4},
                       Case{"shrink-healthy", "tcp", 5}, Case{"shrink-mismatch", "auto", 4},
                       Case{"shrink-mismatch", "tcp", 3}, Case{"shrink-silent", "auto", 4},
-                      Case{"split-silent", "auto", 3}, Case{"wait-timeout", "auto", 3},
+                      Case{"split-silent", "auto", 3}, Case{"subgroup-silent", "tcp", 3},
+                      Case{"wait-timeout", "auto", 3},
                       Case{"wait-timeout", "tcp", 2}),
     caseName);
 

@@ -1,6 +1,7 @@
 """The Python API on 3 ranks: every collective on torch tensors, numpy arrays and a DLPack
-producer, async work, the Bucketer driven by hand (copy mode), and the comm hook with each
-codec (the result is close to the exact average; "none" is exact).
+producer, async work, a subgroup made by its members alone, the Bucketer driven by hand (copy
+mode), and the comm hook with each codec (the result is close to the exact average; "none" is
+exact).
 """
 
 import numpy as np
@@ -130,10 +131,29 @@ class _Bucket:
         return self.grads
 
 
+def check_subgroup(comm, rank, world):
+    """subgroup: made by the listed ranks alone (the last rank stays out when there are more
+    than two), ranked in list order; a list without the caller is InvalidUsageError at once."""
+    members = list(range(world - 1 if world > 2 else world))[::-1]
+    try:
+        comm.subgroup([(rank + 1) % world] if world > 1 else [1])
+        raise AssertionError("subgroup without the caller did not raise")
+    except (braid.InvalidUsageError, braid.InvalidArgumentError) as e:
+        assert f"rank {rank}" in str(e), str(e)
+    if rank in members:
+        with comm.subgroup(members) as sub:
+            assert (sub.rank, sub.size) == (members.index(rank), len(members)), (sub.rank, sub.size)
+            x = np.full(100, rank + 1, dtype=np.float64)
+            sub.all_reduce(x)
+            assert np.all(x == sum(m + 1 for m in members)), x[:4]
+    comm.barrier()
+
+
 def worker(rank, world):
     comm = braid.init()
     assert (comm.rank, comm.size) == (rank, world), (comm.rank, comm.size)
     check_collectives(comm, rank, world)
+    check_subgroup(comm, rank, world)
     check_bucketer(comm, rank, world)
     check_hook_codecs(comm, rank, world)
     comm.close()

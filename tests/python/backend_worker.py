@@ -340,6 +340,10 @@ def subgroups(rank, p):
     sg = dist.new_group(ranks, backend="gloo")
     if rank in ranks:
         assert isinstance(sb, bt.ProcessGroupBraid), type(sb)
+        # A braid subgroup of the default braid group, not a communicator of its own.
+        assert sb.parent is dist.distributed_c10d._get_default_group(), sb.parent
+        assert sb.comm.size == len(ranks) and sb.comm.rank == ranks.index(rank), \
+            (sb.comm.rank, sb.comm.size)
         x = inputs(torch.float32, 517, rank)
         a, b = x.clone(), x.clone()
         dist.all_reduce(a, group=sb)

@@ -97,17 +97,26 @@ class ProcessGroupBraid(dist.ProcessGroup):
     """A torch.distributed process group over a braid communicator."""
 
     def __init__(self, store, rank, size, timeout=datetime.timedelta(minutes=30),
-                 transport=""):
+                 transport="", global_ranks=None):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         self._timeout = timeout if isinstance(timeout, datetime.timedelta) else \
             datetime.timedelta(seconds=float(timeout))
         ms = max(1, int(self._timeout.total_seconds() * 1000))
-        # torch hands each group its own PrefixStore (the group's name): braid's keys live
-        # under "braid/" in it, the same on every member whatever other communicators each
-        # process created (torch 1.13 creates a subgroup on its members only).
-        self.comm = braid.Communicator.from_store(store, rank, size, transport=transport,
-                                                  timeout_ms=ms, key_prefix="braid/")
+        # A group made after a braid default group (new_group, split_group, a DeviceMesh
+        # dimension) is a braid subgroup of it: created by its members alone (torch calls the
+        # backend on members only), on the default group's store, secret and calibrated model.
+        self.parent = None if transport else _default_braid_group()
+        if self.parent is not None:
+            if global_ranks is None:
+                global_ranks = _global_ranks(store, rank, size)
+            self.comm = self.parent.comm.subgroup(list(global_ranks), timeout_ms=ms)
+        else:
+            # The default group (or one beside a non-braid default): torch hands each group
+            # its own PrefixStore (the group's name), and braid's keys live under "braid/" in
+            # it, the same on every member whatever other communicators each process created.
+            self.comm = braid.Communicator.from_store(store, rank, size, transport=transport,
+                                                      timeout_ms=ms, key_prefix="braid/")
         self._engine = _braid.GroupEngine(self.comm.handle)
         _live_groups.add(self)
         self._batch = None  # p2p operations between _start_coalescing and _end_coalescing
@@ -610,13 +619,45 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self.comm.close()
 
 
+def _default_braid_group():
+    """The default group's braid process group, or None (no default group yet: this is it; or
+    the default is another backend)."""
+    try:
+        if not dist.is_initialized():
+            return None
+        pg = dist.distributed_c10d._get_default_group()
+    except (RuntimeError, AttributeError):
+        return None
+    if isinstance(pg, ProcessGroupBraid):
+        return pg
+    get = getattr(pg, "_get_backend", None)  # torch 2.x: a ProcessGroup of device backends
+    if get is not None:
+        try:
+            backend = get(torch.device("cpu"))
+        except (RuntimeError, ValueError):
+            return None
+        if isinstance(backend, ProcessGroupBraid):
+            return backend
+    return None
+
+
+def _global_ranks(store, rank, size):
+    """The default-group ranks of a subgroup's members, in group rank order, through the
+    group's own store (torch 1.13 does not hand them to the backend); each get is bounded by
+    the store's timeout."""
+    store.set(f"braid/member/{rank}", str(dist.get_rank()))
+    return [int(store.get(f"braid/member/{r}")) for r in range(size)]
+
+
 def _create(store, rank, world_size, timeout):
     return ProcessGroupBraid(store, rank, world_size, timeout)
 
 
 def _create_extended(opts):
-    # torch >= 2.x extended API: _DistributedBackendOptions
-    return ProcessGroupBraid(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    # torch >= 2.x extended API: _DistributedBackendOptions, which lists the members
+    ranks = getattr(opts, "global_ranks_in_group", None)
+    return ProcessGroupBraid(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                             global_ranks=list(ranks) if ranks else None)
 
 
 def register():
