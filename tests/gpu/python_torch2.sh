@@ -12,7 +12,8 @@
 #    then the torch.distributed backend "braid" (issue #15): tests/python/backend_test.py's ops
 #    (2 and 3 ranks), DDP, DataParallel, store and killed-rank suites, and torch2_worker.py's
 #    torch 2.x checks: "cpu:braid(,cuda:nccl)" device maps, FSDP2 fully_shard on CPU, a DTensor
-#    on a braid DeviceMesh, torch.compile under DDP over braid (prepared on a machine without
+#    on a braid DeviceMesh, torch.compile under DDP over braid, braid subgroups from new_group,
+#    a 2-D DeviceMesh and split_group (prepared on a machine without
 #    torch 2.x: first run on the GPU machine pending);
 # 3. prints the step-time benchmark (examples/bench_ddp_step.py, 2 ranks, MLP and CNN) as
 #    information only: DDP over torch 2.x's gloo (with its shared-memory all-reduce) is the
@@ -70,7 +71,7 @@ for t in "torchrun ops 2" "torchrun ops 3" "torchrun ddp 2 --steps 8" "torchrun 
     status=1
   fi
 done
-for c in devmap fsdp2 dtensor compile; do
+for c in devmap fsdp2 dtensor compile groups; do
   if timeout 300 "$py" -m torch.distributed.run --standalone --nproc_per_node 2 \
       torch2_worker.py --check "$c"; then
     echo "python_torch2: torch 2 $c: passed"

@@ -10,6 +10,9 @@ dtensor: a DeviceMesh of the braid group, a row-sharded DTensor, full_tensor() a
          redistribute to Replicate against the plain tensor.
 compile: torch.compile(model) under DDP over braid vs the eager DDP over gloo: the loss
          sequence and the parameters within 1e-6 (compiled kernels may round differently).
+groups:  new_group, a 2-D DeviceMesh's dimension groups and split_group (where torch has it)
+         are braid subgroups of the default braid group (ProcessGroupBraid.parent set), ranked
+         as torch ranks them, and reduce their members' values.
 
 Prepared for tests/gpu/python_torch2.sh (the GPU machine's torch 2.x); torch 1.13 has none of
 these and the script exits 77 there. Prints "rank R: <check> OK".
@@ -117,16 +120,57 @@ def check_compile():
     say("torch.compile under DDP over braid OK")
 
 
+def _braid_backend(pg):
+    """The ProcessGroupBraid behind a torch 2.x ProcessGroup (or the group itself)."""
+    if isinstance(pg, bt.ProcessGroupBraid):
+        return pg
+    return pg._get_backend(torch.device("cpu"))
+
+
+def _check_subgroup(pg, members, what):
+    b = _braid_backend(pg)
+    assert isinstance(b, bt.ProcessGroupBraid), (what, type(b))
+    assert b.parent is not None, f"{what}: not a braid subgroup of the default group"
+    rank = dist.get_rank()
+    assert (b.comm.rank, b.comm.size) == (members.index(rank), len(members)), \
+        (what, b.comm.rank, b.comm.size, members)
+    t = torch.full((33,), float(rank + 1))
+    dist.all_reduce(t, group=pg)
+    assert torch.all(t == sum(m + 1 for m in members)), (what, t[:3])
+
+
+def check_groups():
+    from torch.distributed.device_mesh import init_device_mesh
+    dist.init_process_group("braid")
+    rank, p = dist.get_rank(), dist.get_world_size()
+    members = list(range(p))[::-1]
+    _check_subgroup(dist.new_group(members), sorted(members), "new_group")
+    rows = 2 if p % 2 == 0 else 1
+    mesh = init_device_mesh("cpu", (rows, p // rows), mesh_dim_names=("dp", "tp"))
+    for dim in ("dp", "tp"):
+        grid = mesh.mesh.tolist()
+        line = [row for row in grid if rank in row][0] if dim == "tp" else \
+            [row[[r for r in grid if rank in r][0].index(rank)] for row in grid]
+        _check_subgroup(mesh.get_group(dim), line, f"mesh dimension {dim}")
+    if hasattr(dist, "split_group"):
+        halves = [list(range(0, p, 2)), list(range(1, p, 2))]
+        g = dist.split_group(split_ranks=[h for h in halves if h])
+        if g is not None:
+            _check_subgroup(g, [h for h in halves if rank in h][0], "split_group")
+    say("braid subgroups (new_group, DeviceMesh, split_group) OK")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--check", required=True, choices=["devmap", "fsdp2", "dtensor", "compile"])
+    ap.add_argument("--check", required=True, choices=["devmap", "fsdp2", "dtensor", "compile",
+                                                           "groups"])
     a = ap.parse_args()
     if int(torch.__version__.split(".")[0]) < 2:
         print(f"SKIP: torch {torch.__version__} (torch 2.x checks)")
         return 77
     torch.set_num_threads(1)
     {"devmap": check_devmap, "fsdp2": check_fsdp2, "dtensor": check_dtensor,
-     "compile": check_compile}[a.check]()
+     "compile": check_compile, "groups": check_groups}[a.check]()
     dist.barrier()
     dist.destroy_process_group()
     return 0
