@@ -110,10 +110,20 @@ bool parseSize(const char* s, size_t* out) {
   unsigned long long v = std::strtoull(s, &end, 10);
   if (end == s) return false;
   switch (*end | 0x20) {
-    case 'k': v <<= 10; ++end; break;
-    case 'm': v <<= 20; ++end; break;
-    case 'g': v <<= 30; ++end; break;
-    default: break;
+    case 'k':
+      v <<= 10;
+      ++end;
+      break;
+    case 'm':
+      v <<= 20;
+      ++end;
+      break;
+    case 'g':
+      v <<= 30;
+      ++end;
+      break;
+    default:
+      break;
   }
   if (*end == 'i' || *end == 'I') ++end;
   if (*end == 'b' || *end == 'B') ++end;
@@ -165,11 +175,16 @@ int parseOptions(int argc, char** argv, Options* o) {
       if ((o->timeoutS = std::atoi(v)) < 1) return bad(a, v);
     } else if (a == "-o") {
       const std::string s = v;
-      if (s == "sum") o->op = Op::kSum;
-      else if (s == "prod") o->op = Op::kProd;
-      else if (s == "min") o->op = Op::kMin;
-      else if (s == "max") o->op = Op::kMax;
-      else return bad(a, v);
+      if (s == "sum")
+        o->op = Op::kSum;
+      else if (s == "prod")
+        o->op = Op::kProd;
+      else if (s == "min")
+        o->op = Op::kMin;
+      else if (s == "max")
+        o->op = Op::kMax;
+      else
+        return bad(a, v);
       o->opName = s;
     } else if (a == "-d") {
       const std::string s = v;
@@ -197,7 +212,8 @@ int parseOptions(int argc, char** argv, Options* o) {
   }
   if (o->minBytes > o->maxBytes) return bad("-b", "(larger than -e)");
   if (o->root >= gSize) {
-    if (gRank == 0) std::fprintf(stderr, "%s: -r %d is not a rank of %d\n", argv[0], o->root, gSize);
+    if (gRank == 0)
+      std::fprintf(stderr, "%s: -r %d is not a rank of %d\n", argv[0], o->root, gSize);
     return 2;
   }
   return 0;
@@ -248,10 +264,14 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 template <typename T>
 ReduceFn reduceFn(Op op) {
   switch (op) {
-    case Op::kSum: return static_cast<ReduceFn>(&gloo::sum<T>);
-    case Op::kProd: return static_cast<ReduceFn>(&gloo::product<T>);
-    case Op::kMin: return static_cast<ReduceFn>(&gloo::min<T>);
-    case Op::kMax: return static_cast<ReduceFn>(&gloo::max<T>);
+    case Op::kSum:
+      return static_cast<ReduceFn>(&gloo::sum<T>);
+    case Op::kProd:
+      return static_cast<ReduceFn>(&gloo::product<T>);
+    case Op::kMin:
+      return static_cast<ReduceFn>(&gloo::min<T>);
+    case Op::kMax:
+      return static_cast<ReduceFn>(&gloo::max<T>);
   }
   return nullptr;
 }
@@ -259,10 +279,14 @@ ReduceFn reduceFn(Op op) {
 template <typename T>
 const gloo::ReductionFunction<T>* reductionFunction(Op op) {
   switch (op) {
-    case Op::kSum: return gloo::ReductionFunction<T>::sum;
-    case Op::kProd: return gloo::ReductionFunction<T>::product;
-    case Op::kMin: return gloo::ReductionFunction<T>::min;
-    case Op::kMax: return gloo::ReductionFunction<T>::max;
+    case Op::kSum:
+      return gloo::ReductionFunction<T>::sum;
+    case Op::kProd:
+      return gloo::ReductionFunction<T>::product;
+    case Op::kMin:
+      return gloo::ReductionFunction<T>::min;
+    case Op::kMax:
+      return gloo::ReductionFunction<T>::max;
   }
   return nullptr;
 }
@@ -290,8 +314,13 @@ class Call {
  public:
   Call(const std::shared_ptr<gloo::Context>& ctx, const Options& o, bool inPlace, size_t count,
        T* send, T* recv)
-      : ctx_(ctx), o_(o), inPlace_(inPlace), count_(count),
-        block_(count / static_cast<size_t>(gSize)), send_(send), recv_(recv) {
+      : ctx_(ctx),
+        o_(o),
+        inPlace_(inPlace),
+        count_(count),
+        block_(count / static_cast<size_t>(gSize)),
+        send_(send),
+        recv_(recv) {
     switch (o.coll) {
       case Coll::kAllReduce:
         ar_ = std::make_unique<gloo::AllreduceOptions>(ctx);
@@ -342,21 +371,29 @@ class Call {
 
   void run() {
     switch (o_.coll) {
-      case Coll::kAllReduce: gloo::allreduce(*ar_); break;
+      case Coll::kAllReduce:
+        gloo::allreduce(*ar_);
+        break;
       case Coll::kReduceScatter:
         if (!inPlace_) std::memcpy(recv_, send_, block_ * gSize * sizeof(T));
         rs_->run();
         break;
-      case Coll::kAllGather: gloo::allgather(*ag_); break;
-      case Coll::kBroadcast: gloo::broadcast(*bc_); break;
+      case Coll::kAllGather:
+        gloo::allgather(*ag_);
+        break;
+      case Coll::kBroadcast:
+        gloo::broadcast(*bc_);
+        break;
     }
   }
 
   // Wrong elements of this rank's output.
   size_t check(const std::vector<std::vector<T>>& tables, const std::vector<T>& reduced) const {
     switch (o_.coll) {
-      case Coll::kAllReduce: return countWrong(recv_, reduced, count_, 0);
-      case Coll::kReduceScatter: return countWrong(recv_, reduced, block_, gRank * block_);
+      case Coll::kAllReduce:
+        return countWrong(recv_, reduced, count_, 0);
+      case Coll::kReduceScatter:
+        return countWrong(recv_, reduced, block_, gRank * block_);
       case Coll::kAllGather: {
         size_t wrong = 0;
         for (int q = 0; q < gSize; ++q) {
@@ -364,7 +401,8 @@ class Call {
         }
         return wrong;
       }
-      case Coll::kBroadcast: return countWrong(recv_, tables[o_.root], count_, 0);
+      case Coll::kBroadcast:
+        return countWrong(recv_, tables[o_.root], count_, 0);
     }
     return 0;
   }
@@ -428,11 +466,16 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
     for (int r = 0; r < gSize; ++r) {
       const double v = patternValue(o.op, r, j);
       tables[r][j] = static_cast<T>(v);
-      if (r == 0) acc = v;
-      else if (o.op == Op::kSum) acc += v;
-      else if (o.op == Op::kProd) acc *= v;
-      else if (o.op == Op::kMax) acc = v > acc ? v : acc;
-      else acc = v < acc ? v : acc;
+      if (r == 0)
+        acc = v;
+      else if (o.op == Op::kSum)
+        acc += v;
+      else if (o.op == Op::kProd)
+        acc *= v;
+      else if (o.op == Op::kMax)
+        acc = v > acc ? v : acc;
+      else
+        acc = v < acc ? v : acc;
     }
     reduced[j] = static_cast<T>(acc);
   }
@@ -444,8 +487,8 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
   const bool reduces = o.coll == Coll::kAllReduce || o.coll == Coll::kReduceScatter;
   const std::string opName = reduces ? o.opName : "none";
   const int root = o.coll == Coll::kBroadcast ? o.root : -1;
-  const char* const glooAlgo[] = {o.algo == "bcube" ? "bcube" : "ring", "halving_doubling",
-                                  "ring", "broadcast"};
+  const char* const glooAlgo[] = {o.algo == "bcube" ? "bcube" : "ring", "halving_doubling", "ring",
+                                  "broadcast"};
   const std::string algo = std::string("gloo-") + glooAlgo[static_cast<int>(o.coll)];
   const double n = gSize;
   const double factor = o.coll == Coll::kAllReduce   ? 2.0 * (n - 1) / n
@@ -474,10 +517,11 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
 
   const int aw = 21;  // braid-perf's algo column
   if (gRank == 0) {
-    std::printf("# gloo-perf %s: gloo %d.%d.%d (%s), TCP transport, nccl-tests conventions, "
-                "busbw = algbw x %s\n",
-                kCollNames[static_cast<int>(o.coll)], GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
-                GLOO_VERSION_PATCH, algo.c_str(), formula[static_cast<int>(o.coll)]);
+    std::printf(
+        "# gloo-perf %s: gloo %d.%d.%d (%s), TCP transport, nccl-tests conventions, "
+        "busbw = algbw x %s\n",
+        kCollNames[static_cast<int>(o.coll)], GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
+        GLOO_VERSION_PATCH, algo.c_str(), formula[static_cast<int>(o.coll)]);
     std::printf("# machine    : %s, %ld CPUs online (%d usable), host %s, %s %s\n", cpu.c_str(),
                 sysconf(_SC_NPROCESSORS_ONLN), CPU_COUNT(&set), host, u.sysname, u.release);
     std::printf("# build      : %s, %s, flags \"%s\"\n", compiler.c_str(), BRAID_PERF_BUILD_TYPE,
@@ -486,8 +530,10 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
                 o.addr.c_str());
     std::printf("# parameters : -C %s -b %zu -e %zu ", kCollNames[static_cast<int>(o.coll)],
                 o.minBytes, o.maxBytes);
-    if (o.stepBytes) std::printf("-i %zu", o.stepBytes);
-    else std::printf("-f %g", o.stepFactor);
+    if (o.stepBytes)
+      std::printf("-i %zu", o.stepBytes);
+    else
+      std::printf("-f %g", o.stepFactor);
     std::printf(" -n %d -w %d -c %d -o %s -d %s -r %d -J %s\n#\n", o.iters, o.warmup, o.check,
                 opName.c_str(), o.typeName.c_str(), root,
                 o.jsonPath.empty() ? "(none)" : o.jsonPath.c_str());
@@ -528,8 +574,7 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < o.iters; ++i) call.run();
       const double local =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-              .count() /
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
           o.iters;
       double w = 0;
       for (int i = 0; i < o.check; ++i) {
@@ -550,10 +595,15 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
       busSum += busbw;
       ++busRows;
       char t[32], wt[32];
-      std::snprintf(t, sizeof(t), timeUs[p] >= 10000 ? "%7.0f" : timeUs[p] >= 100 ? "%7.1f" : "%7.2f",
+      std::snprintf(t, sizeof(t),
+                    timeUs[p] >= 10000 ? "%7.0f"
+                    : timeUs[p] >= 100 ? "%7.1f"
+                                       : "%7.2f",
                     timeUs[p]);
-      if (o.check > 0) std::snprintf(wt, sizeof(wt), "%.0f", wrong[p]);
-      else std::snprintf(wt, sizeof(wt), "N/A");
+      if (o.check > 0)
+        std::snprintf(wt, sizeof(wt), "%.0f", wrong[p]);
+      else
+        std::snprintf(wt, sizeof(wt), "N/A");
       std::printf("  %s  %6.2f  %6.2f  %6s", t, algbw, busbw, wt);
       if (json) {
         std::fprintf(
@@ -577,7 +627,8 @@ int sweep(const std::shared_ptr<gloo::Context>& ctx, const Options& o, int hosts
   }
   if (json) std::fclose(json);
   if (gRank == 0) {
-    std::printf("# Out of bounds values : %.0f %s\n", wrongTotal, wrongTotal == 0 ? "OK" : "FAILED");
+    std::printf("# Out of bounds values : %.0f %s\n", wrongTotal,
+                wrongTotal == 0 ? "OK" : "FAILED");
     std::printf("# Avg bus bandwidth    : %g\n#\n", busRows ? busSum / busRows : 0.0);
     std::fflush(stdout);
   }
@@ -606,8 +657,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.storeDir.empty()) {
-    std::fprintf(stderr, "gloo-perf: rank %d: no rendezvous directory (--store DIR or "
-                         "BRAID_FILE_STORE; braid-run --file-store sets it)\n", gRank);
+    std::fprintf(stderr,
+                 "gloo-perf: rank %d: no rendezvous directory (--store DIR or "
+                 "BRAID_FILE_STORE; braid-run --file-store sets it)\n",
+                 gRank);
     return 2;
   }
   const int hosts = std::max(envInt("FABRIC_NUM_HOSTS", 1), 1);
@@ -622,9 +675,12 @@ int main(int argc, char** argv) {
     ctx->connectFullMesh(store, dev);
     std::shared_ptr<gloo::Context> base = ctx;
     switch (o.type) {
-      case Type::kFloat: return sweep<float>(base, o, hosts);
-      case Type::kDouble: return sweep<double>(base, o, hosts);
-      case Type::kInt32: return sweep<int32_t>(base, o, hosts);
+      case Type::kFloat:
+        return sweep<float>(base, o, hosts);
+      case Type::kDouble:
+        return sweep<double>(base, o, hosts);
+      case Type::kInt32:
+        return sweep<int32_t>(base, o, hosts);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gloo-perf: rank %d of %d: %s\n", gRank, gSize, e.what());

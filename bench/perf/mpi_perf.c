@@ -3,10 +3,10 @@
  * ops sum, prod, min, max), same columns, same JSON keys, algo "mpi-<impl>". -C picks the
  * collective; the size column and the busbw factor are braid-perf's (and nccl-tests') for it:
  *
- *   -C all_reduce      MPI_Allreduce           S = each rank's vector         busbw = algbw x 2(n-1)/n
- *   -C reduce_scatter  MPI_Reduce_scatter_block S = the whole vector, n blocks busbw = algbw x (n-1)/n
- *   -C all_gather      MPI_Allgather           S = the whole vector, n blocks busbw = algbw x (n-1)/n
- *   -C broadcast       MPI_Bcast               S = the message               busbw = algbw
+ *   -C all_reduce      MPI_Allreduce             S = each rank's vector          busbw: 2(n-1)/n
+ *   -C reduce_scatter  MPI_Reduce_scatter_block  S = the whole vector, n blocks  (n-1)/n
+ *   -C all_gather      MPI_Allgather             S = the whole vector, n blocks  (n-1)/n
+ *   -C broadcast       MPI_Bcast                 S = the message                 1
  *
  * Blocks hold count/n elements (count = S / element size), as in braid-perf. In place:
  * all_reduce and all_gather pass MPI_IN_PLACE (all_gather's input is the rank's block of the
@@ -340,8 +340,7 @@ static void runCall(const Call* c) {
       MPI_Reduce_scatter_block(in, c->recv, (int)c->block, c->dtype, c->op, MPI_COMM_WORLD);
       break;
     case kAllGather:
-      MPI_Allgather(in, (int)c->block, c->dtype, c->recv, (int)c->block, c->dtype,
-                    MPI_COMM_WORLD);
+      MPI_Allgather(in, (int)c->block, c->dtype, c->recv, (int)c->block, c->dtype, MPI_COMM_WORLD);
       break;
     case kBroadcast:
       MPI_Bcast(c->recv, (int)c->count, c->dtype, c->root, MPI_COMM_WORLD);
@@ -376,8 +375,8 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
   MPI_Comm_size(MPI_COMM_WORLD, &gSize);
-  Options o = {8,   (size_t)128 << 20, 0,      2.0,    20,   5,         1, "float",
-               MPI_FLOAT, 4, "sum", MPI_SUM, NULL, kAllReduce, 0};
+  Options o = {8,     (size_t)128 << 20, 0,    2.0,        20, 5, 1, "float", MPI_FLOAT, 4,
+               "sum", MPI_SUM,           NULL, kAllReduce, 0};
   int parsed = parseOptions(argc, argv, &o);
   if (parsed != 0) {
     MPI_Finalize();
@@ -507,7 +506,9 @@ int main(int argc, char** argv) {
   }
 
   const double n = (double)gSize;
-  const double factor = coll == kAllReduce ? 2.0 * (n - 1) / n : coll == kBroadcast ? 1.0 : (n - 1) / n;
+  const double factor = coll == kAllReduce   ? 2.0 * (n - 1) / n
+                        : coll == kBroadcast ? 1.0
+                                             : (n - 1) / n;
   const size_t es = o.elemSize;
   const unsigned char* mine = tables + (size_t)gRank * period * es;
   double busSum = 0, wrongTotal = 0;
