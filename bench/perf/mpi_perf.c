@@ -383,6 +383,19 @@ int main(int argc, char** argv) {
     return parsed == 1 ? 0 : 2;
   }
 
+  /* Hosts as MPI sees them: its shared-memory domains (on the emulated fabric, this says whether
+   * MPI took the namespaces for separate hosts). */
+  int hosts = 1;
+  {
+    MPI_Comm node;
+    int nodeRank = 0, leader = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &nodeRank);
+    leader = nodeRank == 0;
+    MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Comm_free(&node);
+  }
+
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int vlen = 0;
   MPI_Get_library_version(version, &vlen);
@@ -487,7 +500,7 @@ int main(int argc, char** argv) {
            sysconf(_SC_NPROCESSORS_ONLN), CPU_COUNT(&set), host, u.sysname, u.release);
     printf("# build      : %s, flags \"%s\"\n", compiler, BRAID_PERF_MPI_FLAGS);
     printf("# mpi        : %s\n", version);
-    printf("# ranks      : %d\n", gSize);
+    printf("# ranks      : %d on %d host(s) (MPI's shared-memory domains)\n", gSize, hosts);
     printf("# parameters : -C %s -b %zu -e %zu ", kCollNames[coll], o.minBytes, o.maxBytes);
     if (o.stepBytes)
       printf("-i %zu", o.stepBytes);
@@ -560,14 +573,14 @@ int main(int argc, char** argv) {
       if (json) {
         fprintf(json,
                 "{\"collective\":\"%s\",\"algo\":\"%s\",\"algo_chosen\":\"%s\","
-                "\"ranks\":%d,\"hosts\":1,\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\","
+                "\"ranks\":%d,\"hosts\":%d,\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\","
                 "\"op\":\"%s\",\"root\":%d,\"inplace\":%s,\"time_us\":%.3f,\"algbw_GBps\":%.6f,"
                 "\"busbw_GBps\":%.6f,\"wrong\":%.0f,\"checked\":%s,\"iters\":%d,\"warmup\":%d,"
                 "\"transport\":\"%s\",\"tool\":\"mpi-perf\",\"host\":\"%s\","
                 "\"cpu\":\"%s\",\"cpus\":%ld,\"compiler\":\"%s\",\"build_type\":\"%s\","
                 "\"mpi_version\":\"%s\"}\n",
-                kCollNames[coll], algo, algo, gSize, nbytes, count, o.dtypeName, opName, root,
-                p == 1 ? "true" : "false", timeUs[p], algbw, busbw, wrong[p],
+                kCollNames[coll], algo, algo, gSize, hosts, nbytes, count, o.dtypeName, opName,
+                root, p == 1 ? "true" : "false", timeUs[p], algbw, busbw, wrong[p],
                 o.check > 0 ? "true" : "false", o.iters, o.warmup, impl, hostJ, cpuJ,
                 sysconf(_SC_NPROCESSORS_ONLN), compJ, BRAID_PERF_MPI_FLAGS, verJ);
       }
