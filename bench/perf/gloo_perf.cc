@@ -27,6 +27,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -314,8 +315,7 @@ class Call {
  public:
   Call(const std::shared_ptr<gloo::Context>& ctx, const Options& o, bool inPlace, size_t count,
        T* send, T* recv)
-      : ctx_(ctx),
-        o_(o),
+      : o_(o),
         inPlace_(inPlace),
         count_(count),
         block_(count / static_cast<size_t>(gSize)),
@@ -408,7 +408,6 @@ class Call {
   }
 
  private:
-  std::shared_ptr<gloo::Context> ctx_;
   const Options& o_;
   bool inPlace_;
   size_t count_, block_;
