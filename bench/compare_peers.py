@@ -27,7 +27,8 @@ BUS_FACTOR = {
     "all_gather": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
 }
-# The fewest bytes one host's link must carry in one direction, as a multiple of S, for H hosts.
+# The fewest bytes one host's link must carry in one direction, as a multiple of S, for H hosts
+# (why each: compare_peers.sh -h).
 LINK_FACTOR = {
     "all_reduce": lambda h: 2.0 * (h - 1) / h,
     "reduce_scatter": lambda h: (h - 1) / h,

@@ -37,11 +37,12 @@
 # On the fabric the table also gives the link bound: the fewest bytes one host's link must carry
 # in one direction, divided by the link's rate R (H hosts, S = the size column; each host's ranks
 # are reduced or served locally for free; links are full duplex):
-#   all-reduce      2(H-1)/H x S / R  (each host's link must send and receive (H-1)/H x S twice:
-#                                      the bandwidth term of reduce-scatter + all-gather, which
-#                                      is optimal without in-network reduction)
-#   reduce-scatter  (H-1)/H x S / R   (the host's blocks need the other hosts' (H-1)/H of the
-#                                      data, reduced or not, and its data for theirs must leave)
+#   all-reduce      2(H-1)/H x S / R  (reduce-scatter's send plus all-gather's receive: no
+#                                      all-reduce without in-network reduction needs less,
+#                                      Patarasuk and Yuan 2009; H = 2: each host must receive
+#                                      the other's whole S, reduced or not)
+#   reduce-scatter  (H-1)/H x S / R   (the host's contribution to the other hosts' blocks,
+#                                      (H-1)/H x S, must leave it, at least one value per element)
 #   all-gather      (H-1)/H x S / R   (each host lacks the other hosts' (H-1)/H x S)
 #   broadcast       S / R             (every other host must receive the whole message)
 # It ignores headers (Ethernet, IP, TCP: about 4-5% at 1500-byte frames) and latency, and
