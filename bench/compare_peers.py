@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""The tables and plots of bench/compare_peers.sh, from its combined JSON lines.
+
+    compare_peers.py ALL.jsonl --out DIR [--inplace] [--rate-Bps B --rate-text 1gbit] [--no-plot]
+
+Every line carries "impl" (braid, mpich, openmpi, gloo) and "placement" (local-N, fabric-HxM),
+added by compare_peers.sh to what braid-perf, mpi-perf and gloo-perf write. Per collective and
+placement it prints, per size, each implementation's fastest time and its busbw, and braid's time /
+the best peer's time (<1: braid is faster); on the fabric also the link bound (compare_peers.sh -h
+gives the formulas) and braid's share of it. With matplotlib (python3-matplotlib), it draws
+DIR/compare-peers.png (busbw vs size, one panel per collective x placement, the link bound dashed)
+and DIR/compare-peers-ratio.png (braid / best peer per size, one panel per collective).
+"""
+import argparse
+import json
+import os
+import sys
+
+IMPLS = ["braid", "mpich", "openmpi", "gloo"]
+PEERS = IMPLS[1:]
+LABELS = {"braid": "braid", "mpich": "MPICH", "openmpi": "Open MPI", "gloo": "gloo"}
+COLLS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast"]
+# busbw / algbw for n ranks, as braid-perf and nccl-tests.
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+# The fewest bytes one host's link must carry in one direction, as a multiple of S, for H hosts
+# (why each: compare_peers.sh -h).
+LINK_FACTOR = {
+    "all_reduce": lambda h: 2.0 * (h - 1) / h,
+    "reduce_scatter": lambda h: (h - 1) / h,
+    "all_gather": lambda h: (h - 1) / h,
+    "broadcast": lambda h: 1.0 if h > 1 else 0.0,
+}
+
+
+def placement_key(p):
+    kind, _, rest = p.partition("-")
+    if kind == "local":
+        return (0, int(rest), 0)
+    hosts, _, per = rest.partition("x")
+    return (1, int(hosts or 0), int(per or 0))
+
+
+def placement_title(p):
+    kind, _, rest = p.partition("-")
+    if kind == "local":
+        return f"{rest} local ranks"
+    hosts, _, per = rest.partition("x")
+    return f"fabric {hosts} hosts x {per} ranks"
+
+
+def fabric_hosts(p):
+    kind, _, rest = p.partition("-")
+    return int(rest.partition("x")[0]) if kind == "fabric" else 0
+
+
+def load(path, inplace):
+    """{(placement, coll): {impl: {bytes: row}}}, the fastest row per size; and the rank counts."""
+    groups = {}
+    ranks = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            impl, placement, coll = r.get("impl"), r.get("placement"), r.get("collective")
+            if impl not in IMPLS or coll not in COLLS or r.get("inplace") != inplace:
+                continue
+            g = groups.setdefault((placement, coll), {}).setdefault(impl, {})
+            b = int(r["bytes"])
+            if b not in g or r["time_us"] < g[b]["time_us"]:
+                g[b] = r
+            ranks[placement] = int(r["ranks"])
+    return groups, ranks
+
+
+def best_peer(rows, b):
+    times = [(rows[p][b]["time_us"], p) for p in PEERS if p in rows and b in rows[p]]
+    return min(times) if times else None
+
+
+def fmt(v, f="%.2f"):
+    return "-" if v is None else f % v
+
+
+def print_tables(groups, ranks, rate_bps, rate_text):
+    for placement in sorted({p for p, _ in groups}, key=placement_key):
+        hosts = fabric_hosts(placement)
+        for coll in COLLS:
+            rows = groups.get((placement, coll))
+            if not rows:
+                continue
+            present = [i for i in IMPLS if i in rows]
+            print()
+            print(f"## {coll}, {placement_title(placement)} ({ranks[placement]} ranks)")
+            bound = hosts > 1 and rate_bps
+            if bound:
+                print(f"# link bound = {LINK_FACTOR[coll](hosts):.3g} x S / {rate_text}"
+                      f" ({hosts} hosts); %bound = bound / braid's time")
+            head = f"{'size(B)':>12}  {'braid algo':<22}"
+            for i in present:
+                head += f" | {LABELS[i] + ' us':>11} {'busbw':>7}"
+            if bound:
+                head += f" | {'bound us':>10} {'%bound':>6}"
+            head += " | braid / best peer (time)"
+            print(head)
+            sizes = sorted({b for i in present for b in rows[i]})
+            for b in sizes:
+                braid = rows.get("braid", {}).get(b)
+                line = f"{b:>12}  {(braid['algo_chosen'] if braid else '-'):<22}"
+                for i in present:
+                    r = rows[i].get(b)
+                    line += f" | {fmt(r and r['time_us']):>11} {fmt(r and r['busbw_GBps']):>7}"
+                if bound:
+                    t = LINK_FACTOR[coll](hosts) * b / rate_bps * 1e6
+                    share = t / braid["time_us"] * 100 if braid and braid["time_us"] > 0 else None
+                    line += f" | {t:>10.1f} {fmt(share, '%.0f%%'):>6}"
+                bp = best_peer(rows, b)
+                ratio = "-"
+                if braid and bp and bp[0] > 0:
+                    ratio = f"x{braid['time_us'] / bp[0]:.2f} (vs {LABELS[bp[1]]})"
+                if braid and braid.get("wrong", 0) > 0:
+                    ratio += f"  ({braid['wrong']:.0f} wrong!)"
+                print(line + " | " + ratio)
+
+
+def size_text(b):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= div:
+            return f"{b / div:g}{unit}"
+    return f"{b}"
+
+
+def plot(groups, ranks, rate_bps, out_dir, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        print("# no matplotlib (apt-get install python3-matplotlib): no plots")
+        return []
+    placements = sorted({p for p, _ in groups}, key=placement_key)
+    colls = [c for c in COLLS if any((p, c) in groups for p in placements)]
+    if not placements or not colls:
+        return []
+    colors = {"braid": "C3", "mpich": "C0", "openmpi": "C2", "gloo": "C1"}
+    xfmt = FuncFormatter(lambda v, _: size_text(int(v)))
+    written = []
+
+    fig, axes = plt.subplots(len(colls), len(placements), squeeze=False,
+                             figsize=(4.2 * len(placements), 3.0 * len(colls)))
+    for ci, coll in enumerate(colls):
+        for pi, placement in enumerate(placements):
+            ax = axes[ci][pi]
+            rows = groups.get((placement, coll), {})
+            for impl in IMPLS:
+                if impl not in rows:
+                    continue
+                xs = sorted(rows[impl])
+                ax.plot(xs, [rows[impl][b]["busbw_GBps"] for b in xs], marker=".",
+                        color=colors[impl], label=LABELS[impl])
+            hosts = fabric_hosts(placement)
+            if hosts > 1 and rate_bps and rows:
+                n = ranks[placement]
+                # The bound as a busbw: S / t_bound x the bus factor, independent of S.
+                bw = rate_bps / LINK_FACTOR[coll](hosts) * BUS_FACTOR[coll](n) / 1e9
+                ax.axhline(bw, color="k", linestyle="--", linewidth=0.8, label="link bound")
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(xfmt)
+            ax.grid(True, alpha=0.3)
+            ax.set_title(f"{coll}, {placement_title(placement)}", fontsize=9)
+            if pi == 0:
+                ax.set_ylabel("busbw (GB/s)")
+            if ci == len(colls) - 1:
+                ax.set_xlabel("size (B)")
+            if rows:
+                ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "compare-peers.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    fig, axes = plt.subplots(1, len(colls), squeeze=False, figsize=(4.2 * len(colls), 3.2))
+    for ci, coll in enumerate(colls):
+        ax = axes[0][ci]
+        for placement in placements:
+            rows = groups.get((placement, coll), {})
+            braid = rows.get("braid", {})
+            pts = []
+            for b in sorted(braid):
+                bp = best_peer(rows, b)
+                if bp and bp[0] > 0:
+                    pts.append((b, braid[b]["time_us"] / bp[0]))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
+                        label=placement_title(placement))
+        ax.axhline(1.0, color="k", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(xfmt)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{coll}: braid time / best peer", fontsize=9)
+        ax.set_xlabel("size (B)")
+        if ci == 0:
+            ax.set_ylabel("time ratio (<1: braid faster)")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "compare-peers-ratio.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("jsonl")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--inplace", action="store_true")
+    ap.add_argument("--rate-Bps", type=float, default=0.0, help="the fabric's link rate, bytes/s")
+    ap.add_argument("--rate-text", default="")
+    ap.add_argument("--no-plot", action="store_true")
+    a = ap.parse_args()
+    groups, ranks = load(a.jsonl, a.inplace)
+    if not groups:
+        print(f"compare_peers.py: no rows in {a.jsonl}", file=sys.stderr)
+        return 1
+    print("# times in us, busbw in GB/s; braid / best peer: braid's time / the fastest peer's at"
+          " that size (<1 = braid faster); '-' = no result")
+    print_tables(groups, ranks, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s")
+    if not a.no_plot:
+        any_row = next(iter(next(iter(groups.values())).values()))
+        r0 = next(iter(any_row.values()))
+        title = (f"braid vs peers, {r0.get('dtype')} {'in' if a.inplace else 'out-of'}-place, "
+                 f"{r0.get('cpu', '?')}, {r0.get('cpus', '?')} CPUs")
+        for p in plot(groups, ranks, a.rate_Bps, a.out, title):
+            print(f"# plot: {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/compare_peers.sh end to end (label tools): 2 local ranks, tiny sizes, no fabric, nothing
+# installed or built. The combined JSON must hold out-of-place and in-place rows of braid, MPICH,
+# Open MPI and gloo for every collective, none wrong, the tables must print, and the plots must be
+# written. Skipped (77) where a peer's baseline or matplotlib is missing.
+#   compare_peers_check.sh SOURCE_DIR BUILD_DIR
+set -uo pipefail
+src=$1
+build=$2
+perf=$build/bench/perf
+for bin in gloo-perf mpi-perf-mpich mpi-perf-openmpi; do
+  [ -x "$perf/$bin" ] || { echo "SKIP: no $perf/$bin (libgloo-dev, MPICH or Open MPI missing at configure)"; exit 77; }
+done
+for cmd in mpiexec.mpich mpiexec.openmpi; do
+  command -v "$cmd" >/dev/null || { echo "SKIP: no $cmd"; exit 77; }
+done
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { echo "SKIP: no python3-matplotlib"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export BRAID_CALIBRATION_CACHE=off BRAID_TIMEOUT_MS=${BRAID_TIMEOUT_MS:-20000}
+
+if ! bash "$src/bench/compare_peers.sh" "$build" --no-build --no-install --no-stream --no-fabric \
+     --ranks 2 -b 1K -e 64K -f 64 -n 2 -w 1 -T 60 --out "$work/out" >"$work/log" 2>&1; then
+  cat "$work/log"; echo "FAIL: compare_peers.sh exited nonzero"; exit 1
+fi
+json=$work/out/all.jsonl
+for impl in braid mpich openmpi gloo; do
+  for coll in all_reduce reduce_scatter all_gather broadcast; do
+    for inplace in false true; do
+      # 1K and 64K: two rows per implementation, collective and placement.
+      n=$(grep "\"collective\":\"$coll\"" "$json" | grep "\"inplace\":$inplace" |
+          grep -c "\"impl\":\"$impl\",\"placement\":\"local-2\"")
+      [ "$n" -eq 2 ] || { cat "$work/log"; echo "FAIL: $n rows of $impl $coll inplace=$inplace, want 2"; exit 1; }
+    done
+    grep -q "^## $coll, 2 local ranks" "$work/log" || { cat "$work/log"; echo "FAIL: no $coll table"; exit 1; }
+  done
+done
+if grep -q '"wrong":[1-9]' "$json"; then
+  grep '"wrong":[1-9]' "$json" | head -3; echo "FAIL: wrong elements"; exit 1
+fi
+for png in compare-peers.png compare-peers-ratio.png; do
+  [ -s "$work/out/$png" ] || { cat "$work/log"; echo "FAIL: no $png"; exit 1; }
+done
+sed -n '/^## all_reduce/,/^$/p' "$work/log"
+echo "PASS"
