@@ -50,6 +50,8 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 
+#include "size_arg.h"
+
 #ifndef BRAID_PERF_BUILD_TYPE
 #define BRAID_PERF_BUILD_TYPE "none"
 #endif
@@ -106,32 +108,7 @@ void usage(const char* prog) {
       prog);
 }
 
-bool parseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s) return false;
-  switch (*end | 0x20) {
-    case 'k':
-      v <<= 10;
-      ++end;
-      break;
-    case 'm':
-      v <<= 20;
-      ++end;
-      break;
-    case 'g':
-      v <<= 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'i' || *end == 'I') ++end;
-  if (*end == 'b' || *end == 'B') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v);
-  return true;
-}
+bool parseSize(const char* s, size_t* out) { return baselineParseSize(s, out) == 0; }
 
 // Returns 0 to run, 1 for help, 2 for a usage error (said on stderr by rank 0).
 int parseOptions(int argc, char** argv, Options* o) {

@@ -30,6 +30,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "size_arg.h"
+
 #ifndef BRAID_PERF_MPI_FLAGS
 #define BRAID_PERF_MPI_FLAGS ""
 #endif
@@ -80,32 +82,7 @@ static void usage(const char* prog) {
       prog);
 }
 
-static int parseSize(const char* s, size_t* out) {
-  char* end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return -1;
-  switch (*end | 0x20) {
-    case 'k':
-      v <<= 10;
-      ++end;
-      break;
-    case 'm':
-      v <<= 20;
-      ++end;
-      break;
-    case 'g':
-      v <<= 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'i' || *end == 'I') ++end;
-  if (*end == 'b' || *end == 'B') ++end;
-  if (*end != '\0') return -1;
-  *out = (size_t)v;
-  return 0;
-}
+static int parseSize(const char* s, size_t* out) { return baselineParseSize(s, out); }
 
 /* Returns 0 to run, 1 for help, 2 for a usage error. */
 static int parseOptions(int argc, char** argv, Options* o) {
