@@ -38,17 +38,17 @@
 #include <string>
 #include <vector>
 
-#include "gloo/allgather.h"
-#include "gloo/allreduce.h"
-#include "gloo/barrier.h"
-#include "gloo/broadcast.h"
-#include "gloo/config.h"
-#include "gloo/math.h"
-#include "gloo/reduce_scatter.h"
-#include "gloo/rendezvous/context.h"
-#include "gloo/rendezvous/file_store.h"
-#include "gloo/rendezvous/prefix_store.h"
-#include "gloo/transport/tcp/device.h"
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/config.h>
+#include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
 
 #include "size_arg.h"
 
