@@ -274,14 +274,22 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
   const double model = d.predictedUs >= 0 ? d.predictedUs : 0;
   double typical = 0;
   BRAID_RETURN_IF_ERROR(typicalUs(Choice{d.row, d.chunkBytes}, &typical));
-  // The runner-up exercises the other path (the links' α when the choice is the segment's).
+  // The second check exercises the other path: the segment's row when the choice runs over the
+  // links, else the cheapest other row (the links' α). A segment hand-off that a probe measured
+  // while the ranks fell out of step (91 us against the 0.4 us the calls take, 2 ranks here)
+  // prices the segment's algorithms out of every choice, and only timing them shows it.
   const detail::Algorithm* second = nullptr;
   double secondModel = -1, secondTypical = 0;
   if (checks != nullptr) {
+    auto usesSegment = [](const detail::Algorithm* row) { return std::strcmp(row->name, "shm") == 0; };
+    bool secondOther = false;  // on the other path than the choice
     for (const auto& [row, t] : selector_->candidates(detail::SelCollective::kAllReduce, 8)) {
-      if (row != d.row && (second == nullptr || t < secondModel)) {
+      if (row == d.row) continue;
+      const bool other = usesSegment(row) != usesSegment(d.row);
+      if (second == nullptr || (other && !secondOther) || (other == secondOther && t < secondModel)) {
         second = row;
         secondModel = t;
+        secondOther = other;
       }
     }
     if (second != nullptr) {
