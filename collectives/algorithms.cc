@@ -76,9 +76,12 @@ constexpr size_t k64K = size_t{64} << 10;
   X(kAllReduce,     "double_binary_tree",  "dbt",              anyLayout,          k64K, allreduce_double_binary_tree)  \
   X(kReduceScatter, "ring",                "",                 anyLayout,          0,    reduce_scatter_ring)           \
   X(kReduceScatter, "hierarchical",        "hier",             severalEqualHosts,  0,    reduce_scatter_hierarchical)   \
+  X(kReduceScatter, "shm",                 "",                 oneHostWithSegment, 0,    reduce_scatter_shm)            \
   X(kAllGather,     "ring",                "",                 anyLayout,          0,    all_gather_ring)               \
   X(kAllGather,     "hierarchical",        "hier",             severalEqualHosts,  0,    all_gather_hierarchical)       \
+  X(kAllGather,     "shm",                 "",                 oneHostWithSegment, 0,    all_gather_shm)                \
   X(kBroadcast,     "tree",                "",                 anyLayout,          0,    broadcast_tree)                \
+  X(kBroadcast,     "shm",                 "",                 oneHostWithSegment, 0,    broadcast_shm)                 \
   X(kReduce,        "tree",                "",                 anyLayout,          0,    reduce_tree)                   \
   X(kAllToAll,      "pairwise",            "",                 anyLayout,          0,    all_to_all_pairwise)           \
   X(kBarrier,       "dissemination",       "",                 anyLayout,          0,    barrier_dissemination)         \

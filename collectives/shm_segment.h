@@ -1,9 +1,9 @@
 // The intra-host shared segment: one POSIX shared-memory region per host and communicator,
 // created by the host's first rank and mapped by every rank on that host. It holds, per local
 // rank, two cache-line flags (arrive, done), the fingerprint of the operation being run, and a
-// data slot of two halves (double buffering), plus a host-wide abort word. The shm all-reduce
-// (allreduce/shm.cc) and the single-host barrier (barrier/shm.cc) run on it without any message
-// passing.
+// data slot of two halves (double buffering), plus a host-wide abort word. The shm all-reduce,
+// reduce-scatter, all-gather and broadcast (<collective>/shm.cc) and the single-host barrier
+// (barrier/shm.cc) run on it without any message passing.
 #pragma once
 
 #include <algorithm>

@@ -13,13 +13,12 @@ namespace {
 // Measured on the 2-core EPYC VM with 2 ranks (shm all-reduce, SCHED_FIFO to cut noise): below
 // 16 KiB a plain copy wins (the peer pulls a few dirty lines from this core's cache faster than
 // from memory: 8 KiB 1.3 us vs 2.1 us); from 16 KiB up streaming wins, by 3-4x at 64 KiB-2 MiB.
-constexpr size_t kStreamMinBytes = 16384;
 }  // namespace
 
 void copyToShared(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;  // src may be null then (memcpy's arguments must not be)
 #if defined(__x86_64__)
-  if (bytes < kStreamMinBytes) {
+  if (bytes < kCopyStreamMinBytes) {
     std::memcpy(dst, src, bytes);
     return;
   }

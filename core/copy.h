@@ -11,5 +11,7 @@ namespace braid {
 /// at ~9 GB/s, so this is 3–4× faster for everything a peer consumes. Copies below 16 KiB use
 /// memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory.
 void copyToShared(void* dst, const void* src, size_t bytes);
+/// Below this size copyToShared is a plain memcpy.
+inline constexpr size_t kCopyStreamMinBytes = 16384;
 
 }  // namespace braid

@@ -31,7 +31,6 @@ namespace {
 
 constexpr size_t kSmallBytes = 16 * 1024;
 constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
-constexpr size_t kStreamMinBytes = 16 * 1024;     // core/copy.cc: memcpy below it
 
 }  // namespace
 
@@ -118,9 +117,8 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
   if (bytes <= (m.crowded() ? kSmallBytesCrowded : kSmallBytes)) {
     // One hand-off: arrive, then every rank folds all slots.
     // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
-    const double copy = bytes < kStreamMinBytes && f.copySmallUsPerByte > 0 ? f.copySmallUsPerByte
-                                                                            : f.copyUsPerByte;
-    return f.syncUs + mem * (dn * copy + cpu * (L - 1) * dn * f.gammaUsPerByte);
+    return f.syncUs +
+           mem * (dn * f.segmentCopyUsPerByte(dn) + cpu * (L - 1) * dn * f.gammaUsPerByte);
   }
   // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
   // reduced shards out ((L−1)/L).

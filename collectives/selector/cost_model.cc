@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/copy.h"
+
 namespace braid::detail {
 
 // ---------------------------------------------------------------------------------------------
@@ -28,6 +30,12 @@ double LinkCost::beta(bool symmetric, double messageBytes, double outOfCache) co
   }
   // Out of cache, memory (and the transport's flow control) bound both directions alike.
   return (1 - outOfCache) * b + outOfCache * std::max(b, symLarge());
+}
+
+double FabricModel::segmentCopyUsPerByte(double bytes) const {
+  return bytes < static_cast<double>(kCopyStreamMinBytes) && copySmallUsPerByte > 0
+             ? copySmallUsPerByte
+             : copyUsPerByte;
 }
 
 std::string FabricModel::serialize() const {

@@ -74,6 +74,10 @@ struct FabricModel {
   /// 0 = copyUsPerByte.
   double copySmallUsPerByte = 0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
+  /// µs per byte of one copy of `bytes` into or out of the segment: copySmallUsPerByte below
+  /// core/copy.h's streaming threshold (the lines are pulled from the writer's cache), else
+  /// copyUsPerByte.
+  double segmentCopyUsPerByte(double bytes) const;
   /// The fixed software cost of one collective call (argument checks, dispatch, sequence and
   /// fingerprint, waking the peers' polls): what a real 8-byte all-reduce takes beyond the rest
   /// of the model, measured when a communicator is created (Communicator::Impl::

@@ -239,19 +239,27 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
 
 // Reduce-scatter and all-gather once per algorithm of the table that can run on these ranks
 // (hierarchical across hosts that hold as many ranks each); reduce and broadcast once.
+// Every reduce-scatter algorithm that can run here, with the all-gather of the same name; the
+// broadcast and reduce with the first of them (the broadcast forced to its first row, the tree)
+// and with every name the broadcast also has (its shm row with theirs).
 void runOtherCollectives(Checker& c, bool quick) {
   const std::vector<std::string> algos = c.comm->algorithms(Collective::kReduceScatter);
+  const std::vector<std::string> bcast = c.comm->algorithms(Collective::kBroadcast);
   for (size_t i = 0; i < algos.size(); ++i) {
+    const bool sameBroadcast = std::find(bcast.begin(), bcast.end(), algos[i]) != bcast.end();
+    const std::string b = sameBroadcast ? algos[i] : bcast.front();
     if (!c.ok(c.comm->setAlgorithm(Collective::kReduceScatter, algos[i]),
               "force reducescatter " + algos[i]) ||
         !c.ok(c.comm->setAlgorithm(Collective::kAllGather, algos[i]),
-              "force allgather " + algos[i])) {
+              "force allgather " + algos[i]) ||
+        !c.ok(c.comm->setAlgorithm(Collective::kBroadcast, b), "force broadcast " + b)) {
       continue;
     }
-    runOtherCollectivesWith(c, quick, algos[i], i == 0);
+    runOtherCollectivesWith(c, quick, algos[i], i == 0 || sameBroadcast);
   }
-  (void)c.comm->setAlgorithm(Collective::kReduceScatter, "auto");
-  (void)c.comm->setAlgorithm(Collective::kAllGather, "auto");
+  for (Collective k : {Collective::kReduceScatter, Collective::kAllGather, Collective::kBroadcast}) {
+    (void)c.comm->setAlgorithm(k, "auto");
+  }
 }
 
 // Several asynchronous all-reduces in flight, completed in order.

@@ -197,6 +197,17 @@ TEST(ModelAtScale, SelectorPicksTheCheapestAvailableRow) {
 bool scheduleSwitchesBetween(const Algorithm& row, const CostModel& m, size_t a, size_t b) {
   const std::string name = row.name;
   auto crosses = [&](size_t t) { return a <= t && t < b; };
+  // all_gather/shm.cc, reduce_scatter/shm.cc, broadcast/shm.cc: past a half slot (one block of
+  // the all-gather, the whole input of the reduce-scatter) the ring or the tree over the
+  // transport.
+  const size_t half = m.placement().segmentHalfBytes;
+  if (name == "shm" && row.collective == Collective::kAllGather) {
+    return crosses(half * static_cast<size_t>(m.placement().size()));
+  }
+  if (name == "shm" && (row.collective == Collective::kReduceScatter ||
+                        row.collective == Collective::kBroadcast)) {
+    return crosses(half);
+  }
   if (row.collective != Collective::kAllReduce) return false;
   // allreduce/shm.cc: one hand-off up to 16 KiB (64 KiB on crowded cores), then reduce-scatter
   // form.

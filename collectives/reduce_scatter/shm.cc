@@ -1,0 +1,76 @@
+// Same-host reduce-scatter in the shared segment, with no message passing.
+//
+// Schedule for an input of at most H bytes (p blocks; H = half of a rank's slot, the halves
+// alternating between calls as in allreduce/shm.cc): copy the p − 1 blocks the other ranks
+// reduce into the slot → arrive → reduce the own block from the p contributions in rank order
+// into the output (one synchronization; the own contribution read from the input). Larger
+// inputs take the ring (reduce_scatter/ring.cc) over the transport.
+// Cost for S = p·b bytes: α_sync + (p−1)·b/B_copy (in) + (p−1)·b·γ (every rank reduces its block
+// at once, sharing the cores: cpuShare), slower out of cache.
+#include <cstring>
+
+#include "collectives/algorithms.h"
+#include "collectives/selector/cost_model.h"
+#include "core/copy.h"
+
+namespace braid::detail {
+
+namespace reduce_scatter_ring {
+void plan(const CostModel& model, CostPlan* plan);
+double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes);
+}  // namespace reduce_scatter_ring
+
+namespace reduce_scatter_shm {
+
+Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount,
+           int /*root*/) {
+  ShmSegment* seg = a.shm;
+  const size_t es = a.elemSize;
+  const size_t bytes = recvcount * es;  // one block
+  if (a.size == 1 || seg == nullptr || bytes * static_cast<size_t>(a.size) > seg->halfBytes()) {
+    if (a.size > 1 && seg == nullptr) return internalError("shm reduce-scatter needs one host");
+    return reduceScatterRing(a, sendbuf, recvbuf, recvcount);
+  }
+  const int p = seg->localSize();
+  const int me = seg->localIndex();
+  const uint64_t g = seg->nextGeneration();
+  const int h = static_cast<int>(g & 1);
+  const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
+  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
+  uint8_t* slot = seg->half(me, h);
+  const size_t lo = static_cast<size_t>(me) * bytes;
+  // In place the output is the own input block, which the fold below overwrites before it reads
+  // it (from rank 2 on): then the own block goes through the slot too.
+  const bool inPlace = dst == src + lo;
+  copyToShared(slot, src, lo);
+  if (inPlace) copyToShared(slot + lo, src + lo, bytes);
+  copyToShared(slot + lo + bytes, src + lo + bytes, static_cast<size_t>(p - me - 1) * bytes);
+  seg->arrive(g, a.seq, a.fp);
+  BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
+  const uint8_t* own = inPlace ? slot + lo : src + lo;
+  auto contribution = [&](int i) -> const uint8_t* {
+    return i == me ? own : seg->half(i, h) + lo;
+  };
+  a.reduce(dst, contribution(0), contribution(1), recvcount);
+  for (int i = 2; i < p; ++i) a.reduce(dst, dst, contribution(i), recvcount);
+  if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst, recvcount, p);
+  return Status::ok();
+}
+
+void plan(const CostModel& m, CostPlan* plan) { reduce_scatter_ring::plan(m, plan); }
+
+double cost(const CostModel& m, const CostPlan& plan, size_t bytes, size_t chunkBytes) {
+  if (bytes > m.placement().segmentHalfBytes) {
+    return reduce_scatter_ring::cost(m, plan, bytes, chunkBytes);
+  }
+  const FabricModel& f = m.model();
+  const int L = m.placement().size();
+  const double dn = static_cast<double>(bytes);
+  const double mem = m.memoryFactor(dn);
+  const double others = dn * (L - 1) / L;
+  return f.syncUs + mem * (others * f.segmentCopyUsPerByte(dn / L) +
+                           m.cpuShare(L) * others * f.gammaUsPerByte);
+}
+
+}  // namespace reduce_scatter_shm
+}  // namespace braid::detail
