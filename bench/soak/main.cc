@@ -7,7 +7,9 @@
 // then a forced algorithm (setAlgorithm with one of algorithms(), or "auto"); every
 // --split-every calls a split into two halves, an all-reduce on the half, and its destruction.
 // Every result is checked against the values every rank can compute (small integers, exact in
-// every dtype). Every --sample calls each rank reads its resident set (/proc/self/statm), its
+// every dtype). Every --sample calls each rank reads its private resident set (/proc/self/statm:
+// resident minus shared pages; the host's segment is shared memory that a collective touches
+// page by page up to its mapped size, and library pages are shared too, so neither is a leak), its
 // open descriptors (/proc/self/fd) and the /dev/shm objects it maps (/proc/self/maps; the
 // directory's own count is printed too, but other jobs on the host change it); the samples are
 // all-gathered and rank 0 prints a table and one JSON line. The exit status is nonzero when a
@@ -68,7 +70,8 @@ void usage(FILE* out) {
                "  -S, --split-every N    split + destroy every N collectives (default 1000)\n"
                "  -b, --max-bytes B      largest message (default 1048576)\n"
                "      --seed S           the sequence's seed, the same on every rank (default 1)\n"
-               "      --rss-limit-kib K  allowed RSS growth after warm-up (default 1024; not judged\n"
+               "      --rss-limit-kib K  allowed growth of the private RSS (resident minus shared\n"
+               "                         pages) after warm-up (default 1024; not judged\n"
                "                         in a sanitizer build, whose runtime grows by itself)\n"
                "  -T, --timeout S        kill local ranks after S seconds (default 3600)\n"
                "  -J, --json FILE        also write the JSON line to FILE\n"
@@ -176,11 +179,12 @@ int launchRanks(const Options& o, int argc, char** argv) {
 
 // ---- what a rank watches ---------------------------------------------------------------------
 
+// Resident pages that are not shared (anonymous memory: where a leak shows).
 int64_t rssKib() {
   std::ifstream f("/proc/self/statm");
-  long long size = 0, resident = 0;
-  f >> size >> resident;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+  long long size = 0, resident = 0, shared = 0;
+  f >> size >> resident >> shared;
+  return (resident - shared) * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 int64_t countEntries(const char* dir) {
