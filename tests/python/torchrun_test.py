@@ -2,7 +2,10 @@
 
   static (--master_addr/--master_port): torchrun's agent serves torch's c10d store on
       MASTER_PORT for the whole run, so braid's bootstrap must move to MASTER_PORT + 1;
-  --standalone (c10d rendezvous): worker 0's init_process_group binds MASTER_PORT.
+  --standalone (c10d rendezvous): worker 0's init_process_group binds MASTER_PORT, which torchrun
+      picks itself; braid's store gets BRAID_STORE_PORT, a port found free here (MASTER_PORT + 1
+      is whatever port follows torchrun's, and in a parallel test run another test's
+      connection held it once: "bind to 127.0.0.1:P+1 ... in use").
 
 Exit 77 (skip) without torch/torchrun or the braid module.
 """
@@ -52,11 +55,12 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1",
                BRAID_TIMEOUT_MS=os.environ.get("BRAID_TIMEOUT_MS", "20000"))
     env.pop("BRAID_STORE_PORT", None)
+    envs = {"static": env, "standalone": dict(env, BRAID_STORE_PORT=str(free_port_pair()))}
     # Both launches at once (each is mostly waiting in torchrun's rendezvous and imports).
     procs = {}
     for name, cmd in runs.items():
         cmd = cmd + [worker, "--variants", "plain", "--steps", "4"]
-        procs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+        procs[name] = subprocess.Popen(cmd, env=envs[name], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
     rc = 0
     for name, p in procs.items():
