@@ -156,6 +156,14 @@ def plot(groups, ranks, rate_bps, out_dir, title):
     xfmt = FuncFormatter(lambda v, _: size_text(int(v)))
     written = []
 
+    def save(fig, name):
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(out_dir, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
     fig, axes = plt.subplots(len(colls), len(placements), squeeze=False,
                              figsize=(4.2 * len(placements), 3.0 * len(colls)))
     for ci, coll in enumerate(colls):
@@ -184,12 +192,7 @@ def plot(groups, ranks, rate_bps, out_dir, title):
                 ax.set_xlabel("size (B)")
             if rows:
                 ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "compare-peers.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    save(fig, "compare-peers.png")
 
     fig, axes = plt.subplots(1, len(colls), squeeze=False, figsize=(4.2 * len(colls), 3.2))
     for ci, coll in enumerate(colls):
@@ -215,12 +218,7 @@ def plot(groups, ranks, rate_bps, out_dir, title):
         if ci == 0:
             ax.set_ylabel("time ratio (<1: braid faster)")
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "compare-peers-ratio.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    save(fig, "compare-peers-ratio.png")
     return written
 
 
