@@ -146,11 +146,13 @@ def check_groups():
     members = list(range(p))[::-1]
     _check_subgroup(dist.new_group(members), sorted(members), "new_group")
     rows = 2 if p % 2 == 0 else 1
-    mesh = init_device_mesh("cpu", (rows, p // rows), mesh_dim_names=("dp", "tp"))
-    for dim in ("dp", "tp"):
-        grid = mesh.mesh.tolist()
-        line = [row for row in grid if rank in row][0] if dim == "tp" else \
-            [row[[r for r in grid if rank in r][0].index(rank)] for row in grid]
+    cols = p // rows
+    mesh = init_device_mesh("cpu", (rows, cols), mesh_dim_names=("dp", "tp"))
+    # init_device_mesh lays the ranks out row-major: tp runs along this rank's row, dp down its
+    # column.
+    lines = {"tp": [rank // cols * cols + j for j in range(cols)],
+             "dp": [i * cols + rank % cols for i in range(rows)]}
+    for dim, line in lines.items():
         _check_subgroup(mesh.get_group(dim), line, f"mesh dimension {dim}")
     if hasattr(dist, "split_group"):
         halves = [list(range(0, p, 2)), list(range(1, p, 2))]
