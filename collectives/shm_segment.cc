@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/futex.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "core/process.h"
 
 namespace braid::detail {
@@ -67,6 +68,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
   seg->timeoutMs_ = timeoutMs;
   seg->oversubscribed_ =
       std::max(ranksOnMachine, static_cast<int>(localRanks.size())) > usableCores();
+  seg->spinNs_ = static_cast<uint64_t>(std::max<int64_t>(0, paramInt("BRAID_SHM_SPIN_US"))) * 1000;
   seg->halfBytes_ = roundUp(std::max<size_t>(slotBytes / 2, 4096), 4096);
   size_t n = localRanks.size();
   seg->dataOffset_ = roundUp(sizeof(Header), 4096) + roundUp(n * sizeof(Control), 4096);
@@ -253,14 +255,17 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
     if (i == me_) continue;
     Control* c = control(i);
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
-    // Spin while the peer is likely close (a few hundred ns when it runs on another core), then
-    // sleep on the flag so that a descheduled peer can have this core. With more local ranks
+    // Spin while the peer is likely close (5 us), then yield until BRAID_SHM_SPIN_US (1 ms: as
+    // long as the transports' Backoff spins and yields), then sleep on the flag so that a
+    // descheduled peer can have this core. A futex wake-up costs 20-90 us on the 2-core VM: with 5 us of spinning, the 2-rank
+    // all-reduce took 65 us at 32 KiB and 187 us at 256 KiB, with 1 ms 7 and 55 us (braid-perf
+    // --rounds 3, one run; the hand-off probe and so the model were bimodal). With more local ranks
     // than cores, yield instead of spinning (the peer may be waiting for this very core), for up
     // to 100 us: measured with 4 ranks on 2 cores, 8 B takes 3.2 us yielding 100 us, 4.5 us
     // yielding 20 us, and 23 us going to the futex at once (a futex wake-up costs more here
     // than a yield).
     const uint64_t start = nowNs();
-    const uint64_t spinUntil = start + (oversubscribed_ ? 100000ull : 5000ull);
+    const uint64_t spinUntil = start + (oversubscribed_ ? 100000ull : spinNs_);
     uint64_t lastCheck = start;
     uint32_t rounds = 0;
     bool stallReported = false;
@@ -273,7 +278,9 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
       }
       const uint64_t now = nowNs();
       if (now < spinUntil) {
-        if (oversubscribed_) sched_yield();
+        // Past the first 5 us, yield: another thread of this process (a Bucketer's engine
+        // copying results back, the framework's compute) may want this core.
+        if (oversubscribed_ || now - start > 5000) sched_yield();
       } else {
         c->sleepers.fetch_add(1, std::memory_order_seq_cst);
         const uint64_t v = flag.load(std::memory_order_seq_cst);
@@ -286,6 +293,9 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
       BRAID_RETURN_IF_ERROR(checkAnnouncements());
       int32_t pid = header_->pids[i].load(std::memory_order_acquire);
       if (processGone(pid)) {
+        // It may have raised the flag and left since the flag was last read (the futex wake-up
+        // of its last collective): only a flag still low after its exit is an error.
+        if (flag.load(std::memory_order_acquire) >= g) break;
         return remoteError("rank " + std::to_string(localRanks_[me_]) + ": peer rank " +
                            std::to_string(localRanks_[i]) + " (pid " + std::to_string(pid) +
                            ") exited during a collective");

@@ -102,6 +102,7 @@ class ShmSegment {
   Fingerprint announcedFp_;
   int64_t timeoutMs_ = 0;
   bool oversubscribed_ = false;
+  uint64_t spinNs_ = 0;  // BRAID_SHM_SPIN_US: spinning before a futex sleep (cores to spare)
   bool unlinked_ = false;
 };
 

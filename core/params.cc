@@ -303,12 +303,21 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
        "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
        "(suffixes k, m, g)"},
+      {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
+       "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
+       "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "
+       "a futex wake-up costs 20-90 us on the VMs braid is measured on"},
       {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", "",
        "Bucketer: largest gradient bucket in MiB (like DDP's bucket_cap_mb); 0 = size buckets "
        "automatically from the alpha-beta model and the observed gradient-ready timeline"},
       {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", "",
        "Bucketer: cap in MiB of the first bucket reduced in a step, kept small so that "
        "communication starts early in backward"},
+      {"BRAID_BUCKET_PIECE_BYTES", ParamType::kInt, "0", "",
+       "Bucketer: a bucket larger than this goes out as all-reduces of at most this many bytes, "
+       "so that copying one piece back to the gradients overlaps the next piece's all-reduce, "
+       "which pays where a core is free for the copy (suffixes k, m, g; 0 = one all-reduce per "
+       "bucket)"},
       {"BRAID_CODEC", ParamType::kString, "none", "",
        "Bucketer: gradient compression of float32 buckets, a codec spec such as fp16, bf16, "
        "powersgd:rank=4, topk:ratio=0.01, int8, sign (keys: compression/codec.h); none = off"},
