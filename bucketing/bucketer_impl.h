@@ -59,6 +59,7 @@ class Bucketer::Impl {
   BucketerOptions opts_;
   bool autoSize_ = false;
   size_t cap_ = 0, firstCap_ = 0;
+  size_t pieceBytes_ = 0;  // 0: a bucket is one all-reduce
   ReduceOp op_ = ReduceOp::kAvg;
   int64_t timeoutMs_ = 300000;
   std::string metricsPath_;

@@ -1,10 +1,14 @@
 // The bucket engine: the one thread per Bucketer that issues collectives.
 //
 // Step schedule (every rank, same order): bucket 0, 1, ..., nb-1 each all-reduced in place as
-// soon as it is complete and fewer than maxInFlight earlier buckets are still queued on the
-// communicator (the bounded window: a full window holds back the next launch until the oldest
-// completes; markReady never blocks). Results are copied back to the callers' gradients bucket by
-// bucket, while later buckets are on the wire. Then one all-gather of R = 2·nb + ⌈n/64⌉ u64 per
+// soon as it is complete, in pieces of at most pieceBytes (BRAID_BUCKET_PIECE_BYTES; one
+// all-reduce each), each piece launched while fewer than maxInFlight pieces are still queued on
+// the communicator (the bounded window: a full window holds back the next launch until the oldest
+// completes; markReady never blocks). Results are copied back to the callers' gradients piece by
+// piece, while later pieces are on the wire: so only the last piece's copy back stays in the
+// step's tail, not the whole last bucket's (BERT's 94 MB word embedding: a copy of ~10 ms on
+// the 2-core VM, where no core is free to overlap it, so pieces are off by default: 0 = one
+// piece per bucket). Then one all-gather of R = 2·nb + ⌈n/64⌉ u64 per
 // rank carries each rank's (start, done) timestamps per bucket and its used-parameter bitmap:
 // skew and unused parameters come from it, no barrier is added. Cost ≈ α + p·R·8·β (one small
 // message; the ranks are already aligned by the last bucket). Once, after the first communicating
@@ -156,6 +160,8 @@ Status Bucketer::Impl::verifyRegistrations() {
 Status Bucketer::Impl::calibrate() {
   constexpr double kEngineNs = 20000.0;
   Communicator* comm = comm_;
+  model_.window = opts_.maxInFlight;
+  model_.pieceBytes = pieceBytes_;
   if (comm->predictedUs(Collective::kAllReduce, size_t{1} << 20) > 0) {
     model_.aNs = kEngineNs;
     model_.collectiveNs = [comm](size_t bytes) {
@@ -207,8 +213,14 @@ void Bucketer::Impl::runStep(uint64_t step) {
   StepMetrics m;
   Status st;
   const size_t nb = buckets_.size();
-  std::deque<std::pair<size_t, std::shared_ptr<Work>>> inflight;
+  struct Piece {
+    size_t bucket = 0;
+    size_t lo = 0, hi = 0;  // element range of the bucket
+    std::shared_ptr<Work> work;
+  };
+  std::deque<Piece> inflight;
   size_t next = 0;
+  size_t nextLo = 0;  // first element of bucket `next` not launched yet
   uint64_t prevDone = 0;
   auto bucketWhere = [this](size_t k) {
     const Bucket& b = *buckets_[k];
@@ -216,14 +228,15 @@ void Bucketer::Impl::runStep(uint64_t step) {
            " parameters, " + std::to_string(b.bytes) + " bytes, first " +
            paramLabel(b.params.front()) + ") on rank " + std::to_string(comm_->rank());
   };
-  auto copyOut = [this](const Bucket& b) {
+  // Copies bytes [from, to) of bucket b back to the gradients that overlap them.
+  auto copyOut = [this](const Bucket& b, size_t from, size_t to) {
     if (opts_.zeroCopy) return;
     for (int idx : b.params) {
-      void* dst = userPtr_[static_cast<size_t>(idx)];
-      if (dst != nullptr) {
-        std::memcpy(dst, b.data + offsetOf_[static_cast<size_t>(idx)],
-                    specs_[static_cast<size_t>(idx)].bytes());
-      }
+      auto* dst = static_cast<uint8_t*>(userPtr_[static_cast<size_t>(idx)]);
+      const size_t off = offsetOf_[static_cast<size_t>(idx)];
+      const size_t lo = std::max(off, from);
+      const size_t hi = std::min(off + specs_[static_cast<size_t>(idx)].bytes(), to);
+      if (dst != nullptr && lo < hi) std::memcpy(dst + (lo - off), b.data + lo, hi - lo);
     }
   };
   // The codecs' step index: communicating steps only, the same count on every rank.
@@ -251,37 +264,48 @@ void Bucketer::Impl::runStep(uint64_t step) {
         comm_->abort(st.message());
         break;
       }
-      copyOut(b);
+      copyOut(b, 0, b.bytes);
       ++next;
       continue;
     }
     if (nextReady && inflight.size() < static_cast<size_t>(opts_.maxInFlight) &&
         buckets_[next]->codec == nullptr) {
       Bucket& b = *buckets_[next];
-      b.launchNs = nowNs();
-      b.wireBytes = b.bytes;
-      auto w = comm_->allReduceAsync(b.data, b.data, b.count, b.type, op_);
+      const size_t es = dataTypeSize(b.type);
+      const size_t per = pieceBytes_ > 0 ? std::max<size_t>(1, pieceBytes_ / es) : b.count;
+      const size_t lo = nextLo, hi = std::min(b.count, lo + per);
+      if (lo == 0) {
+        b.launchNs = nowNs();
+        b.wireBytes = b.bytes;
+      }
+      auto w = comm_->allReduceAsync(b.data + lo * es, b.data + lo * es, hi - lo, b.type, op_);
       if (!w.isOk()) {
         st = w.status().withContext("step " + std::to_string(step) + ", " + bucketWhere(next));
         break;
       }
-      inflight.emplace_back(next, std::move(*w));
-      ++next;
+      inflight.push_back(Piece{next, lo, hi, std::move(*w)});
+      nextLo = hi;
+      if (hi == b.count) {
+        ++next;
+        nextLo = 0;
+      }
       continue;
     }
     if (!inflight.empty()) {
-      const size_t k = inflight.front().first;
-      Status s = inflight.front().second->wait();
+      const Piece piece = std::move(inflight.front());
       inflight.pop_front();
-      Bucket& b = *buckets_[k];
-      b.doneNs = nowNs();
-      b.startNs = std::max(b.launchNs, prevDone);
-      prevDone = b.doneNs;
+      Status s = piece.work->wait();
+      Bucket& b = *buckets_[piece.bucket];
+      const uint64_t now = nowNs();
+      if (piece.lo == 0) b.startNs = std::max(b.launchNs, prevDone);
+      if (piece.hi == b.count) b.doneNs = now;
+      prevDone = now;
       if (!s.isOk()) {
-        st = s.withContext("step " + std::to_string(step) + ", " + bucketWhere(k));
+        st = s.withContext("step " + std::to_string(step) + ", " + bucketWhere(piece.bucket));
         break;
       }
-      copyOut(b);
+      const size_t es = dataTypeSize(b.type);
+      copyOut(b, piece.lo * es, piece.hi == b.count ? b.bytes : piece.hi * es);
       continue;
     }
     // Nothing in flight and bucket `next` incomplete: wait for the thread that completes it.
@@ -308,7 +332,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
   }
   // Buffers of queued collectives must outlive them, also after an error.
   while (!inflight.empty()) {
-    (void)inflight.front().second->wait();
+    (void)inflight.front().work->wait();
     inflight.pop_front();
   }
   if (st.isOk()) {

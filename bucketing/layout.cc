@@ -2,6 +2,7 @@
 #include "bucketing/layout.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 
 #include "core/hash.h"
@@ -57,7 +58,8 @@ BucketPlan planBuckets(const std::vector<ParamSpec>& params, const std::vector<i
 
 double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan,
                     const std::vector<double>& readyNs, const AlphaBeta& model) {
-  double done = 0;
+  // The pieces in launch order: (ready time, bytes).
+  std::vector<std::pair<double, size_t>> pieces;
   for (const std::vector<int>& b : plan) {
     double ready = 0;
     size_t bytes = 0;
@@ -65,10 +67,34 @@ double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan
       ready = std::max(ready, readyNs[static_cast<size_t>(idx)]);
       bytes += params[static_cast<size_t>(idx)].bytes();
     }
-    const double start = std::max(ready, done);
-    done = start + model.bucketNs(bytes);
+    const size_t piece = model.pieceBytes > 0 ? model.pieceBytes : std::max<size_t>(bytes, 1);
+    size_t off = 0;
+    do {
+      const size_t len = std::min(piece, bytes - off);
+      pieces.emplace_back(ready, len);
+      off += len;
+    } while (off < bytes);
   }
-  return done;
+  // The engine's loop (engine.cc runStep): launch the next piece if it is ready and the window
+  // has room; otherwise wait for the oldest queued piece and copy it back; otherwise wait for
+  // the next piece's gradients. The communicator runs queued all-reduces one at a time.
+  const size_t window = static_cast<size_t>(std::max(1, model.window));
+  std::deque<std::pair<double, size_t>> queued;  // (all-reduce done, bytes)
+  double now = 0, commFree = 0;
+  size_t next = 0;
+  while (next < pieces.size() || !queued.empty()) {
+    if (next < pieces.size() && pieces[next].first <= now && queued.size() < window) {
+      commFree = std::max(now, commFree) + model.commNs(pieces[next].second);
+      queued.emplace_back(commFree, pieces[next].second);
+      ++next;
+    } else if (!queued.empty()) {
+      now = std::max(now, queued.front().first) + model.copyNs(queued.front().second);
+      queued.pop_front();
+    } else {
+      now = pieces[next].first;
+    }
+  }
+  return now;
 }
 
 AutoChoice chooseCaps(const std::vector<ParamSpec>& params, const std::vector<int>& order,

@@ -10,8 +10,12 @@
 // selector's prediction for the all-reduce plus the engine's own work and the copy back
 // (AlphaBeta; a fit a + b·c of two timed all-reduces where the selector has no prediction) and
 // the gradient-ready time of every parameter observed in the first communicating
-// step, simulate the step for each candidate (cap, firstCap): bucket k is ready when its last
-// parameter is, starts at max(ready_k, done_{k-1}) and takes T(bytes_k). The candidate with the
+// step, simulate the step for each candidate (cap, firstCap) as the engine runs it (engine.cc):
+// bucket k is ready when its last parameter is; it goes out in pieces of at most pieceBytes, each
+// one all-reduce on the communicator, which runs them one after another (a piece starts at
+// max(launch, previous piece done) and takes a + C(piece)); the engine launches a ready piece
+// while fewer than `window` are queued, and otherwise waits for the oldest and copies it back to
+// the gradients (copy back of piece j overlaps the all-reduce of j+1). The candidate with the
 // shortest tail (last completion − last ready) wins; within 2% (+ two bucket latencies) of it, the
 // fewest buckets. Each cap is tried with and without isolating parameters that fill a bucket
 // alone: a large gradient that is ready last (BERT's 94 MB word embedding) then no longer drags
@@ -62,10 +66,18 @@ struct AlphaBeta {
   double nsPerByte = 0.5;     ///< per byte
   std::function<double(size_t)> collectiveNs;
   double copyNsPerByte = 0;   ///< copying the result back to the gradients (with collectiveNs)
-  double bucketNs(size_t bytes) const {
+  int window = 1;             ///< the engine's maxInFlight
+  size_t pieceBytes = 0;      ///< largest all-reduce per bucket piece; 0 = a bucket is one piece
+  /// One all-reduce of `bytes` on the communicator (the fit a + b·c includes the copy back).
+  double commNs(size_t bytes) const {
     const double b = static_cast<double>(bytes);
-    return collectiveNs ? aNs + collectiveNs(bytes) + b * copyNsPerByte : aNs + b * nsPerByte;
+    return collectiveNs ? aNs + collectiveNs(bytes) : aNs + b * nsPerByte;
   }
+  /// The engine's copy of `bytes` of results back to the gradients.
+  double copyNs(size_t bytes) const {
+    return collectiveNs ? static_cast<double>(bytes) * copyNsPerByte : 0.0;
+  }
+  double bucketNs(size_t bytes) const { return commNs(bytes) + copyNs(bytes); }
 };
 
 struct AutoChoice {
@@ -76,7 +88,7 @@ struct AutoChoice {
   bool isolateLarge = false;  ///< planBuckets' rule for parameters that fill a bucket alone
 };
 
-/// Simulated completion (ns, same origin as readyNs) of the last bucket of `plan`.
+/// Simulated completion (ns, same origin as readyNs) of the last bucket of `plan`, copied back.
 double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan,
                     const std::vector<double>& readyNs, const AlphaBeta& model);
 

@@ -62,6 +62,12 @@ struct BucketerOptions {
   /// Bounded launch window: at most this many bucket collectives queued on the communicator;
   /// the engine launches the next bucket only when one of them completes.
   int maxInFlight = 2;
+  /// Buckets larger than this go out as several all-reduces of at most this many bytes, so that
+  /// the copy back of one piece overlaps the all-reduce of the next (a large last bucket, the
+  /// step's tail, is the case that matters); 0 = BRAID_BUCKET_PIECE_BYTES (default 0: one
+  /// all-reduce per bucket). It pays where a core is free for the copy. Compressed buckets are
+  /// never split.
+  size_t pieceBytes = 0;
   /// "" = BRAID_METRICS_FILE ("-" or unset: no file).
   std::string metricsFile;
   /// Gradient compression of float32 buckets of at least codecMinBytes: a codec spec as

@@ -141,7 +141,8 @@ bool unusedOn(const Param& p, int rank, uint64_t step, int micro, uint64_t seed)
                      static_cast<uint64_t>(micro) * 17ull)) % 7 == 0;
 }
 
-void runConfig(Communicator& comm, const Config& cfg, uint64_t seed) {
+void runConfig(Communicator& comm, const Config& config, uint64_t seed) {
+  Config cfg = config;
   const int rank = comm.rank(), p = comm.size();
   std::mt19937_64 shared(seed);                                   // same on every rank
   std::mt19937_64 local(seed * 977 + static_cast<uint64_t>(rank)); // differs per rank
@@ -154,6 +155,11 @@ void runConfig(Communicator& comm, const Config& cfg, uint64_t seed) {
   o.findUnused = cfg.findUnused;
   o.reduction = cfg.reduction;
   o.maxInFlight = 1 + static_cast<int>(shared() % 3);
+  // Buckets in pieces: the default (8 MiB), or small pieces whose edges fall inside parameters
+  // and elements of every dtype (12345 bytes is no multiple of any element size).
+  static const size_t kPieces[] = {0, 64 << 10, 12345};
+  o.pieceBytes = kPieces[shared() % 3];
+  cfg.label += "/pieces-" + std::to_string(o.pieceBytes);
   auto created = Bucketer::create(&comm, o);
   CHECK_OK(created.status(), cfg.label + " create");
   Bucketer& b = **created;

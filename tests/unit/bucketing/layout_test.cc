@@ -161,5 +161,40 @@ TEST(LayoutTest, AutoCapsCommBoundBeatsExtremes) {
   EXPECT_LE(c.predictedNs, one);
 }
 
+// The engine sends a bucket in pieces and copies piece j back while piece j+1 is on the wire: with
+// a window of 2 only the last piece's copy back follows the last all-reduce; with a window of 1
+// every copy back holds up the next piece (the simulation runs the engine's loop).
+TEST(LayoutTest, SimulationOverlapsPiecesCopyBackWithTheWindow) {
+  auto p = floats({size_t{16} << 20});  // one 64 MiB gradient, ready at 1 ms
+  const BucketPlan plan = {{0}};
+  const std::vector<double> ready = {1e6};
+  const double bytes = static_cast<double>(p[0].bytes());
+  AlphaBeta m;
+  m.aNs = 0;
+  m.collectiveNs = [](size_t b) { return static_cast<double>(b); };  // 1 ns per byte
+  m.copyNsPerByte = 0.5;
+  m.pieceBytes = size_t{8} << 20;
+  m.window = 2;
+  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, ready, m), 1e6 + bytes + bytes / 8 * 0.5);
+  m.window = 1;
+  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, ready, m), 1e6 + bytes * 1.5);
+  m.window = 2;
+  m.pieceBytes = 0;  // one piece: its whole copy back is in the tail
+  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, ready, m), 1e6 + bytes * 1.5);
+}
+
+// A later bucket waits for the communicator, not for the earlier bucket's copy back.
+TEST(LayoutTest, SimulationQueuesBucketsOnOneCommunicator) {
+  auto p = floats({1024, 1024});  // 4 KiB each, both ready at 0
+  const BucketPlan plan = {{0}, {1}};
+  AlphaBeta m;
+  m.aNs = 100;
+  m.collectiveNs = [](size_t) { return 1000.0; };
+  m.copyNsPerByte = 1.0;  // 4096 ns per copy back
+  m.window = 2;
+  // Both launched at 0; the second all-reduce runs 1100–2200; copies 1100–5196 and 5196–9292.
+  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, {0, 0}, m), 1100 + 2 * 4096);
+}
+
 }  // namespace
 }  // namespace braid::detail
