@@ -18,7 +18,10 @@
 // A step's time is the slowest rank's; each figure is the median over the -n steps.
 // exposed = T_step − T_comp0, η = 1 − exposed/T_comm0 clamped to [0, 1] (shared/docs/
 // compression-overlap.md §4); ω = |comm ∩ compute| / |comm| from the Bucketer's own metrics
-// (rank 0, median); tail = finishStep() wait (rank 0, median).
+// (rank 0, median); tail = finishStep() wait (rank 0, median); tail_floor = the last-ready
+// gradient all-reduced alone after the three phases (-n times, nothing else in flight, no
+// compute; slowest rank, median): the exposed time no bucket layout can remove, since that
+// gradient exists only when backward ends. exposed_per_floor = exposed / tail_floor.
 //
 // Modes: per-tensor = one all-reduce per gradient (a bucket per tensor, same engine);
 // fixed-25m = 25 MiB buckets with a 1 MiB first bucket (DDP's defaults); auto = braid's sizing.
@@ -326,6 +329,8 @@ int runRank(const Options& o) {
     }
     size_t bytes = 0;
     for (const auto& g : md.grads) bytes += g.size() * sizeof(float);
+    int lastTensor = 0;  // the last gradient backward makes ready
+    for (int t : md.tensorOf) lastTensor = t >= 0 ? t : lastTensor;
     const std::string computeLabel = "emulated(" + o.compute + ",profile=" + md.prof.name + ")";
     for (const std::string& mode : o.modes) {
       for (const std::string& codec : o.codecs) {
@@ -370,7 +375,7 @@ int runRank(const Options& o) {
           }
         }
         if (s.isOk()) s = (*cb)->finalize();
-        std::vector<double> comp, commOnly, step, omega, tail, skew, late;
+        std::vector<double> comp, commOnly, step, omega, tail, skew, late, tailFloor;
         StepOut so;
         for (int i = 0; i < o.warmup && s.isOk(); ++i) {
           s = runStep(**cb, md, Phase::kStep, o.compute, &triad, nullptr, &so);
@@ -390,12 +395,24 @@ int runRank(const Options& o) {
           tail.push_back(so.m.exposedMs);
           skew.push_back(so.m.maxSkewMs);
         }
+        // The tail floor: the last-ready gradient all-reduced alone, nothing else in flight
+        // and no compute running; no bucket layout can finish the step sooner after it.
+        if (s.isOk()) {
+          std::vector<float> last(md.grads[static_cast<size_t>(lastTensor)]);
+          for (int i = 0; i < o.steps && s.isOk(); ++i) {
+            const uint64_t t0 = nowNs();
+            s = comm.allReduce(last.data(), last.data(), last.size(), DataType::kFloat32,
+                               ReduceOp::kSum);
+            tailFloor.push_back(static_cast<double>(nowNs() - t0) * 1e-6);
+          }
+        }
         if (s.isOk()) {
           // The slowest rank per step (the Bucketer's engine is idle between steps).
           std::vector<double> all;
           all.insert(all.end(), comp.begin(), comp.end());
           all.insert(all.end(), commOnly.begin(), commOnly.end());
           all.insert(all.end(), step.begin(), step.end());
+          all.insert(all.end(), tailFloor.begin(), tailFloor.end());
           all.push_back(percentile(late, 0.99));
           s = comm.allReduce(all.data(), all.data(), all.size(), DataType::kFloat64,
                              ReduceOp::kMax);
@@ -405,6 +422,8 @@ int runRank(const Options& o) {
                           all.begin() + static_cast<long>(2 * n));
           step.assign(all.begin() + static_cast<long>(2 * n),
                       all.begin() + static_cast<long>(3 * n));
+          tailFloor.assign(all.begin() + static_cast<long>(3 * n),
+                           all.begin() + static_cast<long>(4 * n));
           late.assign(1, all.back());
         }
         if (!s.isOk()) {
@@ -416,6 +435,7 @@ int runRank(const Options& o) {
         const double tStep = median(step), tComp = median(comp), tComm = median(commOnly);
         const double exposed = std::max(0.0, tStep - tComp);
         const double eta = tComm > 0 ? std::clamp(1.0 - exposed / tComm, 0.0, 1.0) : 1.0;
+        const double floorMs = median(tailFloor);
         const size_t buckets = (*cb)->bucketCount();
         if (rank == 0) {
           char line[1024];
@@ -423,13 +443,13 @@ int runRank(const Options& o) {
                    "profile=%-10s mode=%-10s codec=%s ranks=%d tensors=%zu MiB=%.1f wire_MiB=%.2f "
                    "buckets=%zu "
                    "step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f eta=%.3f omega=%.3f "
-                   "tail_ms=%.2f skew_ms=%.3f late_p99_ms=%.3f serial_speedup=%.2f "
-                   "compute=%s link=%s device=cpu",
+                   "tail_ms=%.2f tail_floor_ms=%.2f exposed_per_floor=%.2f skew_ms=%.3f "
+                   "late_p99_ms=%.3f serial_speedup=%.2f compute=%s link=%s device=cpu",
                    md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
                    static_cast<double>(bytes) / (1 << 20),
                    static_cast<double>(so.m.wireBytes) / (1 << 20), buckets, tStep, tComp, tComm,
-                   exposed, eta, median(omega), median(tail), median(skew), late[0],
-                   tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
+                   exposed, eta, median(omega), median(tail), floorMs,
+                   floorMs > 0 ? exposed / floorMs : 0.0, median(skew), late[0], tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
           printf("%s\n", line);
           fflush(stdout);
           if (json != nullptr) {
@@ -438,11 +458,13 @@ int runRank(const Options& o) {
                     "\"tensors\":%zu,\"bytes\":%zu,\"wire_bytes\":%llu,"
                     "\"buckets\":%zu,\"step_ms\":%.4f,\"compute_ms\":%.4f,\"comm_ms\":%.4f,"
                     "\"exposed_ms\":%.4f,\"eta\":%.4f,\"omega\":%.4f,\"tail_ms\":%.4f,"
+                    "\"tail_floor_ms\":%.4f,"
                     "\"skew_ms\":%.4f,\"late_p99_ms\":%.4f,\"backward_ms\":%.1f,\"steps\":%d,"
                     "\"compute\":\"%s\",\"link\":\"%s\",\"device\":\"cpu\"}\n",
                     md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
                     bytes, static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp,
-                    tComm, exposed, eta, median(omega), median(tail), median(skew), late[0],
+                    tComm, exposed, eta, median(omega), median(tail), floorMs, median(skew),
+                    late[0],
                     backwardMs, o.steps, computeLabel.c_str(), link.c_str());
             fflush(json);
           }

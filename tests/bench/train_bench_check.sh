@@ -3,7 +3,8 @@
 # emulated backward) in all three modes. Checks what the issue asks of its output: one JSON
 # object per profile and mode with the named fields, the profiles' tensor counts, one bucket per
 # tensor in per-tensor mode, exposed = step - compute and eta = 1 - exposed/comm as defined, and
-# every text line labelled compute=emulated ... device=cpu.
+# every text line labelled compute=emulated ... device=cpu; tail_floor_ms, the last-ready
+# gradient's all-reduce alone, was timed.
 set -euo pipefail
 bin=$1
 dir=$(mktemp -d)
@@ -23,8 +24,11 @@ assert len(rows) == 6 and got == want, f"rows {sorted(got)}"
 for r in rows:
     where = f"{r['profile']}/{r['mode']}"
     for k in ("profile", "mode", "ranks", "tensors", "step_ms", "compute_ms", "comm_ms",
-              "exposed_ms", "eta", "buckets", "compute", "device"):
+              "exposed_ms", "eta", "buckets", "compute", "device", "tail_floor_ms"):
         assert k in r, f"{where}: no {k}"
+    # The last gradient alone was timed (a load on the machine can make it slower than comm_ms,
+    # so no upper bound).
+    assert r["tail_floor_ms"] > 0, f"{where}: tail floor {r['tail_floor_ms']}"
     assert r["ranks"] == 2, where
     assert r["tensors"] == tensors[r["profile"]], f"{where}: {r['tensors']} tensors"
     assert 1 <= r["buckets"] <= r["tensors"], where
