@@ -71,9 +71,10 @@ Status Bucketer::Impl::init(Communicator* comm, BucketerOptions options) {
   firstCap_ = opts_.firstBucketCapBytes != 0
                   ? opts_.firstBucketCapBytes
                   : (firstMb > 0 ? static_cast<size_t>(firstMb) * kMiB : kMiB);
-  pieceBytes_ = opts_.pieceBytes != 0
-                    ? opts_.pieceBytes
-                    : static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_BUCKET_PIECE_BYTES")));
+  pieceBytes_ =
+      opts_.pieceBytes != 0
+          ? opts_.pieceBytes
+          : static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_BUCKET_PIECE_BYTES")));
   op_ = opts_.reduction == GradReduction::kAverage ? ReduceOp::kAvg : ReduceOp::kSum;
   timeoutMs_ = comm_->timeoutMs();
   metricsPath_ = opts_.metricsFile.empty() ? paramString("BRAID_METRICS_FILE") : opts_.metricsFile;

@@ -62,12 +62,12 @@ std::vector<int> reverseOrder(size_t n);
 /// prediction for the all-reduce of that many bytes, which knows the algorithm it will pick and
 /// when data falls out of cache), aNs + collectiveNs(bytes) + bytes·copyNsPerByte.
 struct AlphaBeta {
-  double aNs = 20000;         ///< fixed cost of one bucket all-reduce (incl. engine overhead)
-  double nsPerByte = 0.5;     ///< per byte
+  double aNs = 20000;      ///< fixed cost of one bucket all-reduce (incl. engine overhead)
+  double nsPerByte = 0.5;  ///< per byte
   std::function<double(size_t)> collectiveNs;
-  double copyNsPerByte = 0;   ///< copying the result back to the gradients (with collectiveNs)
-  int window = 1;             ///< the engine's maxInFlight
-  size_t pieceBytes = 0;      ///< largest all-reduce per bucket piece; 0 = a bucket is one piece
+  double copyNsPerByte = 0;  ///< copying the result back to the gradients (with collectiveNs)
+  int window = 1;            ///< the engine's maxInFlight
+  size_t pieceBytes = 0;     ///< largest all-reduce per bucket piece; 0 = a bucket is one piece
   /// One all-reduce of `bytes` on the communicator (the fit a + b·c includes the copy back).
   double commNs(size_t bytes) const {
     const double b = static_cast<double>(bytes);

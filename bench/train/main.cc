@@ -449,7 +449,8 @@ int runRank(const Options& o) {
                    static_cast<double>(bytes) / (1 << 20),
                    static_cast<double>(so.m.wireBytes) / (1 << 20), buckets, tStep, tComp, tComm,
                    exposed, eta, median(omega), median(tail), floorMs,
-                   floorMs > 0 ? exposed / floorMs : 0.0, median(skew), late[0], tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
+                   floorMs > 0 ? exposed / floorMs : 0.0, median(skew), late[0],
+                   tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
           printf("%s\n", line);
           fflush(stdout);
           if (json != nullptr) {
@@ -464,8 +465,7 @@ int runRank(const Options& o) {
                     md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
                     bytes, static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp,
                     tComm, exposed, eta, median(omega), median(tail), floorMs, median(skew),
-                    late[0],
-                    backwardMs, o.steps, computeLabel.c_str(), link.c_str());
+                    late[0], backwardMs, o.steps, computeLabel.c_str(), link.c_str());
             fflush(json);
           }
         }
