@@ -155,8 +155,9 @@ void runConfig(Communicator& comm, const Config& config, uint64_t seed) {
   o.findUnused = cfg.findUnused;
   o.reduction = cfg.reduction;
   o.maxInFlight = 1 + static_cast<int>(shared() % 3);
-  // Buckets in pieces: the default (8 MiB), or small pieces whose edges fall inside parameters
-  // and elements of every dtype (12345 bytes is no multiple of any element size).
+  // Buckets in pieces: the default (BRAID_BUCKET_PIECE_BYTES, 0: one all-reduce per bucket), or
+  // small pieces whose edges fall inside parameters (12345 bytes: 12345 / element size elements,
+  // rounded down, a count no parameter size lines up with).
   static const size_t kPieces[] = {0, 64 << 10, 12345};
   o.pieceBytes = kPieces[shared() % 3];
   cfg.label += "/pieces-" + std::to_string(o.pieceBytes);
