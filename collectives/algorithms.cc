@@ -89,12 +89,8 @@ constexpr size_t k64K = size_t{64} << 10;
 // clang-format on
 
 // Each file's three functions.
-#define BRAID_DECLARE_ALGORITHM(coll, name, aliases, available, chunkFrom, ns)                \
-  namespace ns {                                                                              \
-  Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);  \
-  void plan(const CostModel& model, CostPlan* plan);                                          \
-  double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes); \
-  }
+#define BRAID_DECLARE_ALGORITHM(coll, name, aliases, available, chunkFrom, ns) \
+  BRAID_ALGORITHM_FUNCTIONS(ns)
 BRAID_ALGORITHM_TABLE(BRAID_DECLARE_ALGORITHM)
 #undef BRAID_DECLARE_ALGORITHM
 

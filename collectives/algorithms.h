@@ -132,6 +132,20 @@ Status allReduceHierarchical(const CollArgs& a, const void* sendbuf, void* recvb
                              bool leader);
 /// Its price (allreduce/hierarchical.cc), which the shm all-reduce pays beyond a half slot.
 double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, size_t chunk);
+
+/// The three functions of an algorithm's file, in namespace `ns` (the table in algorithms.cc
+/// declares every row with it).
+#define BRAID_ALGORITHM_FUNCTIONS(ns)                                                         \
+  namespace ns {                                                                              \
+  Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);  \
+  void plan(const CostModel& model, CostPlan* plan);                                          \
+  double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes); \
+  }
+// The rows the shm reduce-scatter, all-gather and broadcast take beyond a half slot: they plan
+// and price as these.
+BRAID_ALGORITHM_FUNCTIONS(reduce_scatter_ring)
+BRAID_ALGORITHM_FUNCTIONS(all_gather_ring)
+BRAID_ALGORITHM_FUNCTIONS(broadcast_tree)
 Status reduceScatterRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount);
 Status allGatherRing(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcount);
 Status broadcastTree(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root);

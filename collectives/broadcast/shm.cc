@@ -14,11 +14,6 @@
 
 namespace braid::detail {
 
-namespace broadcast_tree {
-void plan(const CostModel& model, CostPlan* plan);
-double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes);
-}  // namespace broadcast_tree
-
 namespace broadcast_shm {
 
 Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root) {

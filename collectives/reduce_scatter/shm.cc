@@ -15,11 +15,6 @@
 
 namespace braid::detail {
 
-namespace reduce_scatter_ring {
-void plan(const CostModel& model, CostPlan* plan);
-double cost(const CostModel& model, const CostPlan& plan, size_t bytes, size_t chunkBytes);
-}  // namespace reduce_scatter_ring
-
 namespace reduce_scatter_shm {
 
 Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount,
