@@ -247,12 +247,16 @@ Status ShmSegment::waitArrived(uint64_t g, bool checkFingerprints) {
   return waitFlag(true, g, checkFingerprints);
 }
 
+Status ShmSegment::waitArrivedFrom(int i, uint64_t g, bool checkFingerprints) {
+  return waitFlag(true, g, checkFingerprints, i);
+}
+
 Status ShmSegment::waitDone(uint64_t g) { return waitFlag(false, g, false); }
 
-Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints) {
+Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints, int only) {
   int n = localSize();
   for (int i = 0; i < n; ++i) {
-    if (i == me_) continue;
+    if (i == me_ || (only >= 0 && i != only)) continue;
     Control* c = control(i);
     std::atomic<uint64_t>& flag = arriveFlag ? c->arrive : c->done;
     // Spin while the peer is likely close (5 us), then yield until BRAID_SHM_SPIN_US (1 ms: as

@@ -7,7 +7,7 @@
 // (Communicator::algorithms), then auto; a list names algorithms (and auto) explicitly.
 //   collectives_check --scenario kill|stall|mismatch-count|mismatch-order|shrink-kill|
 //                                shrink-healthy|shrink-mismatch|shrink-silent|split-silent|
-//                                subgroup-silent|wait-timeout
+//                                subgroup-silent|wait-timeout|pieces
 #include <signal.h>
 #include <unistd.h>
 
@@ -805,6 +805,56 @@ int scenarioWaitTimeout(Communicator* comm) {
   return 0;
 }
 
+// The segment's pipelined broadcast and all-gather, piece after piece, interleaved with other
+// collectives so that ranks enter each one at different moments (run with a small
+// BRAID_SHM_SEGMENT_BYTES: many pieces at small sizes). A reader racing into a broadcast's next
+// piece while a peer still checks the previous collective's fingerprints once read as a
+// mismatch ("rank 1 issued #186 allgather but rank 3 issued #187 broadcast", 4 ranks).
+int scenarioPieces(Communicator* comm, int rounds) {
+  const int r = comm->rank(), p = comm->size();
+  Checker c{comm};
+  for (Collective k : {Collective::kAllGather, Collective::kBroadcast}) {
+    if (!c.ok(comm->setAlgorithm(k, "shm"), "force shm")) return 1;
+  }
+  const DataType t = DataType::kInt32;
+  std::vector<uint8_t> a, b;
+  uint32_t salt = 300000;
+  for (int round = 0; round < rounds && c.failures == 0; ++round) {
+    // Counts that end in a partial piece, and ranks that arrive late in turn.
+    const size_t count = 5000 + static_cast<size_t>(round % 7) * 4099;
+    if (round % p == r) usleep(200);
+    const int root = round % p;
+    ++salt;
+    a.assign(count * 4, 0);
+    if (r == root) {
+      for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, root, i, salt));
+    }
+    b.assign(count * 4, 0);
+    std::string name = "broadcast shm count=" + std::to_string(count) + " root=" + std::to_string(root);
+    if (c.ok(comm->broadcast(a.data(), b.data(), count, t, root), name)) {
+      compare(c, name, t, ReduceOp::kSum, b.data(), count,
+              [&](size_t i) { return testValue(t, ReduceOp::kSum, root, i, salt); });
+    }
+    const size_t block = round % 2 == 0 ? 2 : count / 3;
+    ++salt;
+    a.assign(block * 4, 0);
+    for (size_t i = 0; i < block; ++i) storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
+    b.assign(block * 4 * p, 0);
+    name = "allgather shm count=" + std::to_string(block);
+    if (c.ok(comm->allGather(a.data(), b.data(), block, t), name)) {
+      compare(c, name, t, ReduceOp::kSum, b.data(), block * p, [&](size_t i) {
+        return testValue(t, ReduceOp::kSum, static_cast<int>(i / block), i % block, salt);
+      });
+    }
+    int32_t one = 1, sum = 0;
+    if (c.ok(comm->allReduce(&one, &sum, 1, t, ReduceOp::kSum), "allreduce") && sum != p) {
+      c.fail("allreduce of ones gave " + std::to_string(sum));
+    }
+  }
+  printf("rank %d: %d pieces checks, %d failures\n", r, c.checks, c.failures);
+  return c.failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace braid::test
 
@@ -837,7 +887,7 @@ int main(int argc, char** argv) {
       fprintf(stderr,
               "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
               "kill|stall|mismatch-count|mismatch-order|shrink-kill|shrink-healthy|"
-              "shrink-mismatch|shrink-silent|split-silent|subgroup-silent|wait-timeout]\n",
+              "shrink-mismatch|shrink-silent|split-silent|subgroup-silent|wait-timeout|pieces]\n",
               argv[0]);
       return 2;
     }
@@ -859,6 +909,7 @@ int main(int argc, char** argv) {
   if (scenario == "wait-timeout") return scenarioWaitTimeout(comm.get());
   if (scenario == "split-silent") return scenarioSplitSilent(comm.get());
   if (scenario == "subgroup-silent") return scenarioSubgroupSilent(comm.get());
+  if (scenario == "pieces") return scenarioPieces(comm.get(), quick ? 100 : 400);
   if (!scenario.empty()) {
     fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
