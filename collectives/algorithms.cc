@@ -102,6 +102,8 @@ const std::vector<Algorithm>& algorithmTable() {
   return kTable;
 }
 
+bool runsOnSegment(const Algorithm& a) { return a.unavailable == oneHostWithSegment; }
+
 size_t algorithmIndex(const Algorithm& a) {
   return static_cast<size_t>(&a - algorithmTable().data());
 }

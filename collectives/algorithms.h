@@ -119,6 +119,8 @@ Result<const Algorithm*> lookupAlgorithm(Collective c, const std::string& name);
 std::string algorithmNames(Collective c);
 /// Position of a row in algorithmTable().
 size_t algorithmIndex(const Algorithm& a);
+/// Whether the row runs in the intra-host segment (the shm rows), not over a transport.
+bool runsOnSegment(const Algorithm& a);
 
 // ---------------------------------------------------------------------------------------------
 // Algorithms that others run inside them (the table's run functions call these too).

@@ -281,7 +281,7 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
   const detail::Algorithm* second = nullptr;
   double secondModel = -1, secondTypical = 0;
   if (checks != nullptr) {
-    auto usesSegment = [](const detail::Algorithm* row) { return std::strcmp(row->name, "shm") == 0; };
+    auto usesSegment = [](const detail::Algorithm* row) { return detail::runsOnSegment(*row); };
     bool secondOther = false;  // on the other path than the choice
     for (const auto& [row, t] : selector_->candidates(detail::SelCollective::kAllReduce, 8)) {
       if (row == d.row) continue;

@@ -26,8 +26,12 @@ struct Decision {
   std::string algorithm;           ///< its name
   size_t chunkBytes = 0;  ///< 0 = BRAID_CHUNK_BYTES
   double predictedUs = -1;
-  std::string reason;  ///< "model", "BRAID_ALGO=...", "tuning file F:L", "forced by the API"
+  std::string reason;  ///< "model[, ...]", "BRAID_ALGO=...", "tuning file F:L", "forced by the API"
 };
+
+/// On one host, a segment row priced within this share above the best transport row is chosen
+/// instead (selector.cc says why).
+inline constexpr double kSegmentPreference = 0.25;
 
 class Selector {
  public:
