@@ -244,6 +244,15 @@ def suite_ops(gloo, args):
         dist.scatter(a, src, src=root)
         dist.scatter(b, src, src=root, group=gloo)
         same(a, b, f"scatter(root={root})")
+        # Non-contiguous outputs (the columns of one matrix) and inputs (its rows' strides).
+        grid = torch.zeros(33, p, dtype=torch.float64) if rank == root else None
+        dist.gather(x, [grid[:, q] for q in range(p)] if rank == root else None, dst=root)
+        if rank == root:
+            same(list(grid.t()), lb, f"gather(root={root}) into columns")
+        cols = torch.stack(src, dim=1) if rank == root else None  # 9 x p: column j is src[j]
+        c = torch.empty(9, dtype=torch.int64)
+        dist.scatter(c, [cols[:, j] for j in range(p)] if rank == root else None, src=root)
+        same(c, b, f"scatter(root={root}) from columns")
     say("gather/scatter OK")
 
     # send/recv, isend/irecv, batch_isend_irecv (a ring; a swap), barrier

@@ -24,7 +24,7 @@ all_gather(_into_tensor), coalesced     all-gather (lists through one scratch bu
 reduce_scatter(_tensor)                 reduce-scatter (lists packed into one buffer)
 all_to_all(_single) with split sizes    the largest block agreed by an all-reduce(MAX),
                                         then one all-to-all of blocks padded to it
-gather / scatter                        all-gather / broadcast of the root's blocks
+gather / scatter                        sends to / from the root, in rank order
 send/recv, isend/irecv                  send/recv, in issue order (tags are not matched)
 batch_isend_irecv                       one job: per peer, the lower rank sends first
 =====================================  ==================================================
@@ -492,39 +492,57 @@ class ProcessGroupBraid(dist.ProcessGroup):
         elif output_lists and any(len(lst) for lst in output_lists):
             raise self._err("gather: only the root passes a gather_list")
         n = t.numel()
-        # An all-gather (p x the root's traffic of a tree gather; braid has no gather).
-        scratch = torch.empty(n * self._size, dtype=t.dtype)
-        return self._submit("gather", [self._step(ALLGATHER, t.data_ptr(), scratch.data_ptr(),
-                                                  n, dt)], _copy_blocks_out(scratch, outs, n),
-                            list(outs), (inputs, output_lists, scratch))
+        # Every other rank sends its block to the root, which receives them in rank order: each
+        # block crosses one link once (an all-gather would move p blocks to every rank).
+        if self._rank != root:
+            return self._submit("gather", [self._step(SEND, t.data_ptr(), 0, n, dt, root=root)],
+                                None, [], (inputs, output_lists))
+        steps, staged = [], []
+        for r, o in enumerate(outs):
+            if r == root:
+                continue
+            dst = o if o.is_contiguous() else torch.empty(n, dtype=t.dtype)
+            if dst is not o:
+                staged.append((dst, o))
+            steps.append(self._step(RECV, dst.data_ptr(), 0, n, dt, root=r))
+
+        def more():
+            outs[root].copy_(t.view_as(outs[root]))
+            for s, o in staged:
+                o.copy_(s.view_as(o))
+            return
+            yield
+
+        return self._submit("gather", steps, more(), list(outs), (inputs, output_lists, staged))
 
     def scatter(self, outputs, input_lists, opts=None):
         root = self._root(opts.rootRank if opts is not None else 0, "scatter")
         t = self._one(outputs, "scatter", "output")
         dt = self._check(t, "scatter", "output")
         n, p = t.numel(), self._size
-        if self._rank == root:
-            ins = self._one(input_lists, "scatter", "input list")
-            if len(ins) != p:
-                raise self._err(f"scatter: {len(ins)} inputs for {p} ranks")
-            for i, x in enumerate(ins):
-                if x.numel() != n or x.dtype != t.dtype:
-                    raise self._err(f"scatter: input {i} does not match the output")
-            scratch = torch.cat([x.reshape(-1) for x in ins])
-        else:
+        if self._rank != root:
             if input_lists and any(len(lst) for lst in input_lists):
                 raise self._err("scatter: only the root passes a scatter_list")
-            scratch = torch.empty(n * p, dtype=t.dtype)
-        # A broadcast of the root's blocks; each rank keeps its own.
+            return self._submit("scatter", [self._step(RECV, t.data_ptr(), 0, n, dt, root=root)],
+                                None, outputs, (outputs, input_lists))
+        ins = self._one(input_lists, "scatter", "input list")
+        if len(ins) != p:
+            raise self._err(f"scatter: {len(ins)} inputs for {p} ranks")
+        for i, x in enumerate(ins):
+            if x.numel() != n or x.dtype != t.dtype:
+                raise self._err(f"scatter: input {i} does not match the output")
+        # The root sends block r to rank r, in rank order: each block crosses one link once (a
+        # broadcast of all p blocks would move p blocks to every rank).
+        blocks = [x.reshape(-1).contiguous() for x in ins]
+        steps = [self._step(SEND, blocks[r].data_ptr(), 0, n, dt, root=r)
+                 for r in range(p) if r != root]
 
         def more():
-            t.copy_(scratch[self._rank * n:(self._rank + 1) * n].view_as(t))
+            t.copy_(blocks[root].view_as(t))
             return
             yield
 
-        return self._submit("scatter", [self._step(BROADCAST, scratch.data_ptr(),
-                                                   scratch.data_ptr(), n * p, dt, root=root)],
-                            more(), outputs, (outputs, input_lists, scratch))
+        return self._submit("scatter", steps, more(), outputs, (outputs, input_lists, blocks))
 
     # -- point to point --
     def send(self, tensors, dst, tag=0):
