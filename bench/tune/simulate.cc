@@ -503,6 +503,7 @@ int simulateMain(int argc, char** argv) {
     } else if (k == "--copy-gbps") {
       f.model.copyUsPerByte = usPerByteOfGbps(number(k, v, 1e-9));
       f.model.copySmallUsPerByte = 0;
+      f.model.copyAloneUsPerByte = 0;
     } else if (k == "--sync-us") {
       f.model.syncUs = number(k, v, 0);
     } else if (k == "--call-us") {

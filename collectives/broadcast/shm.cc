@@ -6,9 +6,10 @@
 // half; before reusing a half the root waits until every rank arrived at the piece after it.
 // Messages of any size stay in the segment (the pipelined tree over the transport took 15–45%
 // longer on the 2-core VM at 16–64 MiB, 2 and 4 ranks; braid-perf-broadcast -a all --rounds 3).
-// Cost for S bytes in k pieces: k·α_sync + (S + min(S, piece))/B_copy: the copies in and out
-// overlap but for one piece (B_copy was measured with every local rank copying at once,
-// calibration.cc), slower out of cache.
+// Cost for S bytes in k pieces: k·α_sync + S/B_slow + min(S, piece)/B_fast, the slower and the
+// faster of the root's copy in (one core alone, B_alone, when the ranks have cores of their own
+// or the message is one piece) and the readers' copies out (B_copy, measured as the segment's probe rounds run): the two
+// streams overlap but for one piece; slower out of cache.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,11 +71,18 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
-  const double piece = static_cast<double>(std::min(m.placement().segmentHalfBytes, kSegmentPieceBytes));
+  const double piece =
+      static_cast<double>(std::min(m.placement().segmentHalfBytes, kSegmentPieceBytes));
   const double pieces = std::max(1.0, std::ceil(dn / piece));
-  // The readers copy piece j out while the root copies piece j + 1 in: the copies overlap but
-  // for one piece, and every piece is one hand-off.
-  return pieces * f.syncUs + m.memoryFactor(dn) * (dn + std::min(dn, piece)) * f.segmentCopyUsPerByte(dn);
+  // The root copies in alone (the readers wait for its first piece, and have cores of their own
+  // or yield theirs); the readers read what it streamed to memory, as the probe's rounds do.
+  // Beyond a piece the two streams overlap, and the slower one sets the pace.
+  const bool alone = f.copyAloneUsPerByte > 0 && (!m.crowded() || pieces == 1) &&
+                     dn >= static_cast<double>(kCopyStreamMinBytes);  // streamed copies
+  const double in = alone ? f.copyAloneUsPerByte : f.segmentCopyUsPerByte(dn);
+  const double out = f.segmentCopyUsPerByte(dn);
+  return pieces * f.syncUs +
+         m.memoryFactor(dn) * (dn * std::max(in, out) + std::min(dn, piece) * std::min(in, out));
 }
 
 }  // namespace broadcast_shm

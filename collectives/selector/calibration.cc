@@ -312,7 +312,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
   // v8: the small segment copy rate from the lower quartile of 48 rounds (v7 took the median
-  // of nine, which could catch the rounds out of step); v7: α and one-way α from the 10th percentile of their rounds (v6 caches may hold a
+  // of nine, which could catch the rounds out of step), and one core's copy alone; v7: α and one-way α from the 10th percentile of their rounds (v6 caches may hold a
   // median taken on a busy machine); v6: one-way α (half an 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
   // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
   // median). Caches of older probes are ignored.
@@ -513,6 +513,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     if (llc > 0) m.llcBytes = llc;
     m.gammaUsPerByte = measureReduceUsPerByte();
     m.copyUsPerByte = measureCopyUsPerByte();
+    m.copyAloneUsPerByte = m.copyUsPerByte;
     bool steady = true;
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));

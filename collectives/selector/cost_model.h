@@ -73,6 +73,9 @@ struct FabricModel {
   /// Segment copies below the streaming threshold (16 KiB): read back from the writer's cache;
   /// 0 = copyUsPerByte.
   double copySmallUsPerByte = 0;
+  /// One core's memcpy with the other ranks idle (2 MiB, rank 0), as a broadcast's root copies
+  /// in; 0 = copyUsPerByte (which has every local rank copying at once).
+  double copyAloneUsPerByte = 0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
   /// µs per byte of one copy of `bytes` into or out of the segment: copySmallUsPerByte below
   /// core/copy.h's streaming threshold (the lines are pulled from the writer's cache), else

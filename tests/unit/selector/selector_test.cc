@@ -421,10 +421,12 @@ TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   m.intra.alphaOneWayUs = 0.4;
   m.inter.betaSymSmallUsPerByte = 0.002;
   m.copySmallUsPerByte = 0.0015;
+  m.copyAloneUsPerByte = 0.0004;
   auto back = FabricModel::parse(m.serialize());
   ASSERT_TRUE(back.isOk());
   EXPECT_EQ(back->serialize(), m.serialize());
   EXPECT_DOUBLE_EQ(back->callUs, 0.25);
+  EXPECT_DOUBLE_EQ(back->copyAloneUsPerByte, 0.0004);
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=1").isOk());
   EXPECT_FALSE(FabricModel::parse(m.serialize() + " bogus=1").isOk());
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
