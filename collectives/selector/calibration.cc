@@ -281,11 +281,15 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   // spend three quarters of its rounds out of step (the lower quartile read 6.9 us while
   // braid-perf's 8-byte shm all-reduce took 3.8–4.4 us).
   *syncUs = t[t.size() / 10];
-  std::vector<double> c(3);
-  BRAID_RETURN_IF_ERROR(round(bytes, &us));
+  // Two untimed rounds first, one per half: the first touch of a half's pages faults each one
+  // in (~2–3 us per 4 KiB here), and with one warm-up the median of three timed rounds caught
+  // the other half's faults (8–12 GB/s where the collectives copy at 13–16). Then the lower
+  // quartile of eight, as for the hand-off.
+  std::vector<double> c(8);
+  for (int warm = 0; warm < 2; ++warm) BRAID_RETURN_IF_ERROR(round(bytes, &us));
   for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
   std::sort(c.begin(), c.end());
-  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 2] - *syncUs) / (2.0 * bytes) : 0;
+  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 4] - *syncUs) / (2.0 * bytes) : 0;
   // Below the streaming threshold a copy stays in the writer's cache, and the reader pulls the
   // dirty lines: 0.3–2 GB/s on the test VM, depending on where its two cores sit. The rounds
   // come in two modes, in step or not (a median of nine rounds read 3 and 15 GB/s in two probes
