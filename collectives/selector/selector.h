@@ -31,7 +31,7 @@ struct Decision {
 
 /// On one host, a segment row priced within this share above the best transport row is chosen
 /// instead (selector.cc says why).
-inline constexpr double kSegmentPreference = 0.25;
+inline constexpr double kSegmentPreference = 0.5;
 
 class Selector {
  public:

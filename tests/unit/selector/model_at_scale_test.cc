@@ -178,7 +178,8 @@ TEST(ModelAtScale, SelectorPicksTheCheapestAvailableRow) {
                 segmentUs <= bestUs * (1 + kSegmentPreference)) {
               best = segment;
               bestUs = segmentUs;
-              reason = "model, the segment's row within 25%";
+              reason = "model, the segment's row within " +
+                       std::to_string(static_cast<int>(kSegmentPreference * 100)) + "%";
             }
             if (d.row != best) {
               fail.add(at + ": selector chose " + d.algorithm + " (" +
