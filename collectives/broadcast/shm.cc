@@ -8,8 +8,8 @@
 // longer on the 2-core VM at 16–64 MiB, 2 and 4 ranks; braid-perf-broadcast -a all --rounds 3).
 // Cost for S bytes in k pieces: k·α_sync + S/B_slow + min(S, piece)/B_fast, the slower and the
 // faster of the root's copy in (one core alone, B_alone, when the ranks have cores of their own
-// or the message is one piece) and the readers' copies out (B_copy, measured as the segment's probe rounds run): the two
-// streams overlap but for one piece; slower out of cache.
+// or the message is one piece) and the readers' copies out (B_copy, measured as the segment's
+// probe rounds run): the two streams overlap but for one piece; slower out of cache.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

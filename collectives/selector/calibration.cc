@@ -316,10 +316,11 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
   // v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
-  // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the small segment copy rate from the
-  // lower quartile of 48 rounds (v7 took the median of nine, which could catch the rounds out
-  // of step); v7: α and one-way α from the 10th percentile of their rounds (v6 caches may hold a
-  // median taken on a busy machine); v6: one-way α (half an 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
+  // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
+  // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
+  // which could catch the rounds out of step); v7: α and one-way α from the 10th percentile of
+  // their rounds (v6 caches may hold a median taken on a busy machine); v6: one-way α (half an
+  // 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
   // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
   // median). Caches of older probes are ignored.
   std::string s = "v9 hosts=" + std::to_string(placement.numHosts()) + " per_host=";

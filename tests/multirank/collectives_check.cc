@@ -827,10 +827,12 @@ int scenarioPieces(Communicator* comm, int rounds) {
     ++salt;
     a.assign(count * 4, 0);
     if (r == root) {
-      for (size_t i = 0; i < count; ++i) storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, root, i, salt));
+      for (size_t i = 0; i < count; ++i)
+        storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, root, i, salt));
     }
     b.assign(count * 4, 0);
-    std::string name = "broadcast shm count=" + std::to_string(count) + " root=" + std::to_string(root);
+    std::string name =
+        "broadcast shm count=" + std::to_string(count) + " root=" + std::to_string(root);
     if (c.ok(comm->broadcast(a.data(), b.data(), count, t, root), name)) {
       compare(c, name, t, ReduceOp::kSum, b.data(), count,
               [&](size_t i) { return testValue(t, ReduceOp::kSum, root, i, salt); });
@@ -838,7 +840,8 @@ int scenarioPieces(Communicator* comm, int rounds) {
     const size_t block = round % 2 == 0 ? 2 : count / 3;
     ++salt;
     a.assign(block * 4, 0);
-    for (size_t i = 0; i < block; ++i) storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
+    for (size_t i = 0; i < block; ++i)
+      storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
     b.assign(block * 4 * p, 0);
     name = "allgather shm count=" + std::to_string(block);
     if (c.ok(comm->allGather(a.data(), b.data(), block, t), name)) {

@@ -289,7 +289,8 @@ TEST(ModelAtScale, PredictionsAreFinitePositiveAndMonotoneInSize) {
             lastDecision = d.predictedUs;
             if (d.reason != "model") {
               for (size_t i = 0; i < rows.size(); ++i) {
-                if (m.unavailableWhy(*rows[i]).empty()) lastDecision = std::min(lastDecision, last[i]);
+                if (m.unavailableWhy(*rows[i]).empty())
+                  lastDecision = std::min(lastDecision, last[i]);
               }
             }
             lastBytes = bytes;
