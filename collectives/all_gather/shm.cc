@@ -43,10 +43,11 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     const int h = static_cast<int>(g & 1);
     const size_t off = j * piece;
     const size_t n = std::min(piece, bytes - std::min(off, bytes));
-    copyToShared(seg->half(me, h), src + off, n);
+    // Out of place, the own block's place in recvbuf in the same pass over the input (in place
+    // it already sits there).
+    copyToSharedAndLocal(seg->half(me, h), out + static_cast<size_t>(me) * bytes + off, src + off,
+                         n);
     seg->arrive(g, a.seq, a.fp);
-    // In place the own block already sits at its place in recvbuf.
-    copyIfDistinct(out + static_cast<size_t>(me) * bytes + off, src + off, n);
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
     for (int i = 0; i < p; ++i) {
       if (i != me) std::memcpy(out + static_cast<size_t>(i) * bytes + off, seg->half(i, h), n);

@@ -47,9 +47,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
       // once they arrived at g − 1 (a rank arrives at a piece after copying out the one before).
       // Piece 0's half was freed by the previous call's last wait.
       if (j > 0) BRAID_RETURN_IF_ERROR(seg->waitArrived(g - 1, true));
-      copyToShared(seg->half(root, h), src + off, n);
+      // Out of place, its own receive buffer in the same pass over the source.
+      copyToSharedAndLocal(seg->half(root, h), dst + off, src + off, n);
       seg->arrive(g, a.seq, a.fp);
-      copyIfDistinct(dst + off, src + off, n);  // while the readers copy it out
     } else {
       // Arriving at g rewrites this rank's fingerprint of g − 2, which a peer still checking
       // g − 2 (a rank still finishing the previous collective) would take for a mismatch: as
