@@ -281,11 +281,10 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
   const detail::Algorithm* second = nullptr;
   double secondModel = -1, secondTypical = 0;
   if (checks != nullptr) {
-    auto usesSegment = [](const detail::Algorithm* row) { return detail::runsOnSegment(*row); };
     bool secondOther = false;  // on the other path than the choice
     for (const auto& [row, t] : selector_->candidates(detail::SelCollective::kAllReduce, 8)) {
       if (row == d.row) continue;
-      const bool other = usesSegment(row) != usesSegment(d.row);
+      const bool other = detail::runsOnSegment(*row) != detail::runsOnSegment(*d.row);
       if (second == nullptr || (other && !secondOther) || (other == secondOther && t < secondModel)) {
         second = row;
         secondModel = t;

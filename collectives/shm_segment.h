@@ -26,6 +26,11 @@ inline constexpr int kMaxLocalRanks = 64;
 /// Measured on the 2-core VM (2 ranks, all-gather of 1–64 MiB): 256 KiB as fast as 1 and 4 MiB
 /// pieces or faster (16 MiB: 1.27 ms against 1.64 and 1.56), 128 KiB 10–50% slower.
 inline constexpr size_t kSegmentPieceBytes = 256 * 1024;
+/// The piece those schedules use with halves of halfBytes: kSegmentPieceBytes, or the half when
+/// smaller (ShmSegment::pieceBytes at run time, the cost functions from the placement).
+inline size_t segmentPieceBytes(size_t halfBytes) {
+  return std::min(halfBytes, kSegmentPieceBytes);
+}
 
 class ShmSegment {
  public:
@@ -44,11 +49,9 @@ class ShmSegment {
   int localSize() const { return static_cast<int>(localRanks_.size()); }
   int globalRank(int localIndex) const { return localRanks_[localIndex]; }
   size_t halfBytes() const { return halfBytes_; }
-  /// The piece a pipelined schedule moves through one half at a time: kSegmentPieceBytes (or
-  /// the half, when smaller), a whole number of elements of elemSize.
+  /// segmentPieceBytes(halfBytes()), a whole number of elements of elemSize.
   size_t pieceBytes(size_t elemSize) const {
-    const size_t piece = std::min(halfBytes_, kSegmentPieceBytes);
-    return std::max(elemSize, piece / elemSize * elemSize);
+    return std::max(elemSize, segmentPieceBytes(halfBytes_) / elemSize * elemSize);
   }
   /// More of the job's ranks on this machine than cores: waits yield, and every hand-off costs
   /// context switches.

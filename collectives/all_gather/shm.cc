@@ -61,8 +61,7 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const int L = m.placement().size();
   const double block = static_cast<double>(bytes) / L;
-  const double piece =
-      static_cast<double>(std::min(m.placement().segmentHalfBytes, kSegmentPieceBytes));
+  const double piece = static_cast<double>(segmentPieceBytes(m.placement().segmentHalfBytes));
   const FabricModel& f = m.model();
   const double mem = m.memoryFactor(static_cast<double>(bytes));
   const double copy = f.segmentCopyUsPerByte(std::min(block, piece));

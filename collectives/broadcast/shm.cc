@@ -71,8 +71,7 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
-  const double piece =
-      static_cast<double>(std::min(m.placement().segmentHalfBytes, kSegmentPieceBytes));
+  const double piece = static_cast<double>(segmentPieceBytes(m.placement().segmentHalfBytes));
   const double pieces = std::max(1.0, std::ceil(dn / piece));
   // The root copies in alone (the readers wait for its first piece, and have cores of their own
   // or yield theirs); the readers read what it streamed to memory, as the probe's rounds do.
