@@ -252,4 +252,17 @@ braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, 
   BRAID_C_CALL(comm, recv(recvbuff, count, toType(datatype), peer));
 }
 
+braidResult_t braidSendRecvGroup(const braidP2pOp_t* ops, size_t nops, braidComm_t comm) {
+  BRAID_C_CHECK_COMM(comm);
+  if (ops == nullptr && nops > 0) return badArg("ops is null");
+  return guarded([&]() -> braidResult_t {
+    std::vector<braid::P2pOp> group(nops);
+    for (size_t i = 0; i < nops; ++i) {
+      group[i] = {ops[i].isSend != 0, ops[i].buff, ops[i].count, toType(ops[i].datatype),
+                  ops[i].peer};
+    }
+    return toResult(comm->comm->sendRecvGroup(std::move(group)));
+  });
+}
+
 }  // extern "C"

@@ -489,4 +489,87 @@ Status Communicator::recv(void* buf, size_t count, DataType type, int peer) {
                     });
 }
 
+namespace {
+
+Status checkP2pOp(const P2pOp& op, size_t index, int rank, int size) {
+  const std::string what = "point-to-point group operation " + std::to_string(index) + " (" +
+                           (op.isSend ? "send to " : "receive from ") + std::to_string(op.peer) +
+                           ")";
+  if (op.peer < 0 || op.peer >= size || op.peer == rank) {
+    return invalidArgument(what + ": peer " + std::to_string(op.peer) +
+                           " is not another rank of this communicator");
+  }
+  Status s = checkTypes(op.type, ReduceOp::kSum, false);
+  if (s.isOk()) s = checkCount(op.count, op.type);
+  if (s.isOk()) s = checkBuffer(op.buf, op.count * dataTypeSize(op.type), "buffer");
+  return s.isOk() ? s : s.withContext(what);
+}
+
+// Runs one point-to-point group inside a communicator call: posts every operation, then waits
+// for all of them; while it waits, reports each completed operation (hooks.completed) and lets
+// more operations join (hooks.join; the first invalid one stops joining and is the result once
+// what was posted has completed). Every message is described as a kSend of its own count and
+// type (see send), so a receive checks the matching send's count.
+Status runP2pGroup(const detail::CollArgs& a, std::vector<P2pOp>& ops, const P2pGroupHooks& hooks,
+                   int rank, int size) {
+  Status joinError;
+  size_t posted = 0;
+  std::vector<size_t> open;  // posted, not yet reported complete
+  auto post = [&] {
+    for (; posted < ops.size(); ++posted) {
+      const P2pOp& op = ops[posted];
+      a.p2p->begin(0, makeFp(Collective::kSend, op.count, op.type, ReduceOp::kSum, -1));
+      const size_t bytes = op.count * dataTypeSize(op.type);
+      if (op.isSend) {
+        a.p2p->postSend(op.peer, op.buf, bytes);
+      } else {
+        a.p2p->postRecv(op.peer, op.buf, bytes);
+      }
+      open.push_back(posted);
+    }
+  };
+  const std::function<void()> poll = [&] {
+    if (hooks.completed) {
+      size_t kept = 0;
+      for (size_t i : open) {
+        if (a.p2p->done(static_cast<detail::P2p::Handle>(i))) {
+          hooks.completed(i);
+        } else {
+          open[kept++] = i;
+        }
+      }
+      open.resize(kept);
+    }
+    if (!hooks.join || !joinError.isOk()) return;
+    const size_t before = ops.size();
+    hooks.join(&ops);
+    for (size_t i = before; i < ops.size(); ++i) {
+      joinError = checkP2pOp(ops[i], i, rank, size);
+      if (!joinError.isOk()) {
+        ops.resize(i);
+        break;
+      }
+    }
+    post();
+  };
+  post();
+  Status s = a.p2p->waitAllPolling(poll);
+  return s.isOk() ? joinError : s;
+}
+
+}  // namespace
+
+Status Communicator::sendRecvGroup(std::vector<P2pOp> ops, const P2pGroupHooks& hooks) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    BRAID_RETURN_IF_ERROR(checkP2pOp(ops[i], i, rank(), size()));
+  }
+  if (ops.empty() && !hooks.join) return Status::ok();
+  const Fingerprint fp =
+      ops.empty() ? makeFp(Collective::kSend, 0, DataType::kUint8, ReduceOp::kSum, -1)
+                  : makeFp(Collective::kSend, ops[0].count, ops[0].type, ReduceOp::kSum, -1);
+  return impl_->run(fp, false, [&](const detail::CollArgs& a) {
+    return runP2pGroup(a, ops, hooks, rank(), size());
+  });
+}
+
 }  // namespace braid

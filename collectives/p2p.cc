@@ -86,12 +86,13 @@ void P2p::begin(uint64_t seq, const Fingerprint& fp) {
 }
 
 P2p::Handle P2p::postSend(int peer, const void* buf, size_t bytes) {
-  ops_.push_back(Op{peer, true, const_cast<void*>(buf), bytes, nullptr, dataMeta_, false, 0, 0});
+  ops_.push_back(
+      Op{peer, true, const_cast<void*>(buf), bytes, nullptr, dataMeta_, false, 0, 0, fp_});
   return static_cast<Handle>(ops_.size() - 1);
 }
 
 P2p::Handle P2p::postRecv(int peer, void* buf, size_t bytes) {
-  ops_.push_back(Op{peer, false, buf, bytes, nullptr, transport::Meta{}, false, 0, 0});
+  ops_.push_back(Op{peer, false, buf, bytes, nullptr, transport::Meta{}, false, 0, 0, fp_});
   return static_cast<Handle>(ops_.size() - 1);
 }
 
@@ -111,8 +112,8 @@ Status P2p::checkRecvMeta(const Op& op) {
     return internalError("rank " + std::to_string(rank_) + ": malformed frame from rank " +
                          std::to_string(op.peer));
   }
-  if (seq != seq_ || theirs != fp_) {
-    return collectiveMismatch(rank_, seq_, fp_, op.peer, seq, theirs);
+  if (seq != seq_ || theirs != op.fp) {
+    return collectiveMismatch(rank_, seq_, op.fp, op.peer, seq, theirs);
   }
   return Status::ok();
 }
@@ -155,7 +156,7 @@ Status P2p::progress(bool* progressed) {
       if (!op.isSend && s.code() == Code::kInvalidUsage) {
         // A larger message than this rank expected: the ranks disagree on the collective.
         return invalidUsage("collective mismatch between ranks: rank " + std::to_string(rank_) +
-                            " issued #" + std::to_string(seq_) + " " + fp_.describe() +
+                            " issued #" + std::to_string(seq_) + " " + op.fp.describe() +
                             " and rank " + std::to_string(op.peer) +
                             " sent a larger message than that operation allows (" + s.message() +
                             "); every rank must issue the same collectives with the same counts");
@@ -245,7 +246,13 @@ Status P2p::wait(Handle h) {
     if (progressed) {
       backoff.reset();
       lastProgressNs = nowNs();
+      if (poll_ != nullptr) (*poll_)();
       continue;
+    }
+    if (poll_ != nullptr) {
+      const size_t before = ops_.size();
+      (*poll_)();
+      if (ops_.size() != before) continue;  // new operations joined: post them at once
     }
     backoff.pause();
     waited = true;
@@ -286,18 +293,32 @@ void P2p::traceWait(Handle h, uint64_t startNs) const {
                         std::to_string(op.bytes) + ",\"seq\":" + std::to_string(seq_));
 }
 
+Status P2p::finishAll(Status s) {
+  ops_.clear();
+  firstPending_ = 0;
+  poll_ = nullptr;
+  return s;
+}
+
 Status P2p::waitAll() {
   for (size_t i = 0; i < ops_.size(); ++i) {
     Status s = wait(static_cast<Handle>(i));
-    if (!s.isOk()) {
-      ops_.clear();
-      firstPending_ = 0;
-      return s;
-    }
+    if (!s.isOk()) return finishAll(s);
   }
-  ops_.clear();
-  firstPending_ = 0;
-  return Status::ok();
+  return finishAll(Status::ok());
+}
+
+Status P2p::waitAllPolling(const std::function<void()>& poll) {
+  poll_ = &poll;
+  for (size_t i = 0;; ++i) {
+    if (i == ops_.size()) {
+      poll();  // the last chance to join: the group ends when nothing more came
+      if (i == ops_.size()) break;
+    }
+    Status s = wait(static_cast<Handle>(i));
+    if (!s.isOk()) return finishAll(s);
+  }
+  return finishAll(Status::ok());
 }
 
 Status P2p::sendRecv(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,

@@ -103,6 +103,14 @@ class P2p {
   Status wait(Handle h);
   /// Waits for every op posted since the last waitAll and forgets them.
   Status waitAll();
+  /// waitAll for an open-ended group: poll() runs after every sweep that completed an operation
+  /// and whenever the wait idles; it may read done() and post more operations, which join the
+  /// wait (each checked against the fingerprint of the begin() before its post).
+  Status waitAllPolling(const std::function<void()>& poll);
+  /// Whether a posted operation has completed (until the next waitAll forgets it).
+  bool done(Handle h) const { return ops_[h].done; }
+  /// Operations posted since the last waitAll.
+  size_t posted() const { return ops_.size(); }
   /// Convenience: post both, wait for both.
   Status sendRecv(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
                   size_t rbytes);
@@ -137,6 +145,7 @@ class P2p {
     bool done;
     size_t done_bytes;
     uint64_t postedNs;  ///< when the transport took the request (0: not yet)
+    Fingerprint fp;     ///< the operation's, at its post: what a received Meta must carry
   };
   // Posts what can be posted (FIFO per peer and direction) and tests what is posted. Returns
   // whether anything progressed.
@@ -154,6 +163,7 @@ class P2p {
   /// minSilenceNs (0: every pending one); returns what each owes.
   std::string collectStalledPeers(uint64_t nowNs, uint64_t minSilenceNs);
   void traceWait(Handle h, uint64_t startNs) const;
+  Status finishAll(Status s);
 
   int rank_;
   int size_;
@@ -171,6 +181,7 @@ class P2p {
   bool stallReported_ = false;  // the stall hook ran for the current stall
   Tracer* tracer_ = nullptr;
   StallHook stallHook_;
+  const std::function<void()>* poll_ = nullptr;  // waitAllPolling's, while it runs
 };
 
 }  // namespace braid::detail

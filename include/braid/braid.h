@@ -121,6 +121,20 @@ braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t data
 braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm);
 
+/** One send (isSend != 0: buff is read) or receive (buff is written) of braidSendRecvGroup. */
+typedef struct {
+  int isSend;
+  void* buff;
+  size_t count;
+  braidDataType_t datatype;
+  int peer;
+} braidP2pOp_t;
+/** Posts every send and receive of ops at once and waits for all of them, as
+ *  ncclGroupStart/ncclGroupEnd around ncclSend/ncclRecv: ranks that send to each other before
+ *  they receive do not wait on each other. Messages between two ranks keep their order per
+ *  direction; a receive's count must equal the matching send's. */
+braidResult_t braidSendRecvGroup(const braidP2pOp_t* ops, size_t nops, braidComm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,25 @@ enum class Collective : int {
   kRecv = 8,
 };
 const char* collectiveName(Collective c);
+
+/// One send or receive of a point-to-point group (Communicator::sendRecvGroup).
+struct P2pOp {
+  bool isSend = true;
+  void* buf = nullptr;  ///< read by a send, written by a receive
+  size_t count = 0;     ///< elements; a receive's must equal the matching send's
+  DataType type = DataType::kFloat32;
+  int peer = -1;
+};
+
+/// Optional hooks of an open-ended point-to-point group, run on the calling thread while the
+/// group waits (they must not call this communicator).
+struct P2pGroupHooks {
+  /// May append operations to *ops; they join the group (an invalid one ends joining: the
+  /// group finishes what it posted and returns that error). Called whenever the wait idles.
+  std::function<void(std::vector<P2pOp>* ops)> join;
+  /// Called once per operation, with its index in the group, as soon as it completes.
+  std::function<void(size_t index)> completed;
+};
 
 struct CommOptions {
   int rank = -1;
@@ -165,6 +185,12 @@ class Communicator {
   Status barrier();
   Status send(const void* buf, size_t count, DataType type, int peer);
   Status recv(void* buf, size_t count, DataType type, int peer);
+  /// A point-to-point group (as ncclGroupStart/End around sends and receives, or MPI_Waitall
+  /// over Isend/Irecv): posts every operation at once and progresses them together, so ranks
+  /// that send to each other before they receive do not wait on each other. Messages between
+  /// two ranks keep their order per direction. Returns when every operation has completed;
+  /// invalid operations are reported before anything is posted.
+  Status sendRecvGroup(std::vector<P2pOp> ops, const P2pGroupHooks& hooks = {});
 
   // Asynchronous variants: run on the communicator's progress thread in issue order. Buffers
   // must stay valid until the Work completes.

@@ -237,6 +237,66 @@ void runOtherCollectivesWith(Checker& c, bool quick, const std::string& algo, bo
   }
 }
 
+// One point-to-point group per round: every rank sends to every other rank before it receives
+// anything (as batch_isend_irecv or ncclGroupStart/End do), 4 MiB and more per message - more
+// than any transport buffers, so sends posted one after the other would wait on each other -
+// and two messages to each peer, whose order the group must keep. Then bad groups are rejected
+// before anything is posted and leave the communicator usable.
+void runP2pGroups(Checker& c) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  if (p < 2) return;
+  const DataType t = DataType::kInt32;
+  for (size_t count : {size_t{0}, size_t{5}, (size_t{1} << 20) + 1}) {
+    const uint32_t salt = 7000 + static_cast<uint32_t>(count);
+    std::vector<std::vector<uint8_t>> out(2 * p), in(2 * p);
+    std::vector<P2pOp> ops;
+    for (int q = 0; q < p; ++q) {
+      if (q == r) continue;
+      for (int k = 0; k < 2; ++k) {  // message k to q: count + k elements
+        std::vector<uint8_t>& o = out[2 * q + k];
+        o.assign((count + k) * 4 + 1, 0);
+        for (size_t i = 0; i < count + k; ++i) {
+          storeValue(t, o.data(), i, testValue(t, ReduceOp::kSum, r, i + q, salt + k));
+        }
+        ops.push_back({true, o.data(), count + k, t, q});
+      }
+    }
+    for (int q = p - 1; q >= 0; --q) {  // receives after every send, peers in the other order
+      if (q == r) continue;
+      for (int k = 0; k < 2; ++k) {
+        in[2 * q + k].assign((count + k) * 4 + 1, 0xee);
+        ops.push_back({false, in[2 * q + k].data(), count + k, t, q});
+      }
+    }
+    const std::string name = "p2p group count=" + std::to_string(count);
+    if (!c.ok(c.comm->sendRecvGroup(std::move(ops)), name)) continue;
+    for (int q = 0; q < p; ++q) {
+      if (q == r) continue;
+      for (int k = 0; k < 2; ++k) {
+        compare(c, name + " from " + std::to_string(q) + " #" + std::to_string(k), t,
+                ReduceOp::kSum, in[2 * q + k].data(), count + k,
+                [&](size_t i) { return testValue(t, ReduceOp::kSum, q, i + r, salt + k); });
+      }
+    }
+  }
+  std::vector<int32_t> buf(16, 1);
+  auto expectInvalid = [&](std::vector<P2pOp> ops, const char* what) {
+    ++c.checks;
+    Status s = c.comm->sendRecvGroup(std::move(ops));
+    if (s.code() != Code::kInvalidArgument) {
+      c.fail(std::string("p2p group ") + what + ": expected invalid argument, got " + s.toString());
+    }
+  };
+  const int next = (r + 1) % p;
+  expectInvalid({{true, buf.data(), 16, t, next}, {true, buf.data(), 16, t, r}}, "to itself");
+  expectInvalid({{false, buf.data(), 16, t, p}}, "peer out of range");
+  expectInvalid({{true, nullptr, 16, t, next}}, "null buffer");
+  expectInvalid({{false, buf.data(), 16, static_cast<DataType>(42), next}}, "dtype");
+  ++c.checks;
+  if (!c.comm->sendRecvGroup({}).isOk()) c.fail("an empty p2p group failed");
+  c.ok(c.comm->barrier(), "barrier after bad p2p groups");
+}
+
 // Reduce-scatter and all-gather once per algorithm of the table that can run on these ranks
 // (hierarchical across hosts that hold as many ranks each); reduce and broadcast once.
 // Every reduce-scatter algorithm that can run here, with the all-gather of the same name; the
@@ -543,6 +603,27 @@ int scenarioMismatch(Communicator* comm, bool order) {
   return 0;
 }
 
+// A p2p group whose receive on rank 1 expects one element more than rank 0 sends: rank 1 must
+// fail with a mismatch that names both ranks; the other ranks finish their groups or fail, in
+// bounded time either way (a ring: each rank sends to the next and receives from the previous).
+int scenarioMismatchP2p(Communicator* comm) {
+  const int r = comm->rank(), p = comm->size();
+  std::vector<float> out(2048, 1.0f), in(2048, 0.0f);
+  std::vector<P2pOp> ops = {{true, out.data(), 1000, DataType::kFloat32, (r + 1) % p},
+                            {false, in.data(), r == 1 ? size_t{1001} : size_t{1000},
+                             DataType::kFloat32, (r - 1 + p) % p}};
+  Status s = comm->sendRecvGroup(std::move(ops));
+  printf("rank %d: %s\n", r, s.toString().c_str());
+  if (r != 1) return 0;
+  if (s.code() != Code::kInvalidUsage || s.message().find("mismatch") == std::string::npos ||
+      s.message().find("rank 0") == std::string::npos) {
+    fprintf(stderr, "rank %d: FAIL expected a mismatch naming rank 0, got %s\n", r,
+            s.toString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // The whole matrix on one communicator (the one created, or the one a shrink made).
 int runMatrix(Communicator* comm, std::vector<std::string> algos, bool quick, bool allReduceOnly) {
   Checker c{comm};
@@ -561,6 +642,7 @@ int runMatrix(Communicator* comm, std::vector<std::string> algos, bool quick, bo
   runAllReduceMatrix(c, algos, quick);
   if (allReduceOnly) return finish(c, "all-reduce");
   runOtherCollectives(c, quick);
+  runP2pGroups(c);
   runAsync(c);
   runSplit(c);
   runSubgroup(c);
@@ -889,7 +971,7 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
-              "kill|stall|mismatch-count|mismatch-order|shrink-kill|shrink-healthy|"
+              "kill|stall|mismatch-count|mismatch-order|mismatch-p2p|shrink-kill|shrink-healthy|"
               "shrink-mismatch|shrink-silent|split-silent|subgroup-silent|wait-timeout|pieces]\n",
               argv[0]);
       return 2;
@@ -905,6 +987,7 @@ int main(int argc, char** argv) {
   if (scenario == "stall") return scenarioKill(comm.get(), true);
   if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), false);
   if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), true);
+  if (scenario == "mismatch-p2p") return scenarioMismatchP2p(comm.get());
   if (scenario == "shrink-kill") return scenarioShrinkKill(comm.get(), algos);
   if (scenario == "shrink-healthy") return scenarioShrinkHealthy(comm.get());
   if (scenario == "shrink-mismatch") return scenarioShrinkMismatch(comm.get());

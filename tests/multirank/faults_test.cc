@@ -74,7 +74,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mismatch-order", "auto", 4}, Case{"mismatch-order", "tcp", 5},
                       // A tree all-reduce against tree broadcasts: every rank waits to receive,
                       // nothing is in flight to carry the mismatch (found through the store).
-                      Case{"mismatch-order", "tcp", 4, "allreduce:tree"}),
+                      Case{"mismatch-order", "tcp", 4, "allreduce:tree"},
+                      // A receive of a p2p group expecting more than the matching send.
+                      Case{"mismatch-p2p", "auto", 3}, Case{"mismatch-p2p", "tcp", 2}),
     caseName);
 
 INSTANTIATE_TEST_SUITE_P(
