@@ -184,6 +184,11 @@ class GroupEngine {
         jobs_.pop_front();
         stopping = stopping_;
       }
+      if (!stopping && p2pOnly(j)) {
+        runP2pGroup(std::move(j), destroyed, rank);
+        if (destroyed) return;
+        continue;
+      }
       Status s;
       if (stopping) {
         s = invalidUsage("the braid process group was destroyed before this operation ran");
@@ -192,20 +197,96 @@ class GroupEngine {
       }
       complete(j, s, rank);
       if (destroyed) return;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++completed_;
+      countCompleted();
+    }
+  }
+
+  void countCompleted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++completed_;
+  }
+
+  static bool p2pOnly(const Job& j) {
+    for (const Step& s : j.steps) {
+      if (s.kind != Collective::kSend && s.kind != Collective::kRecv) return false;
+    }
+    return !j.steps.empty();
+  }
+
+  static void appendOps(const Job& j, std::vector<P2pOp>* ops) {
+    for (const Step& s : j.steps) {
+      ops->push_back(
+          {s.kind == Collective::kSend, reinterpret_cast<void*>(s.a), s.count, s.type, s.root});
+    }
+  }
+
+  /// A job of sends and receives (isend/irecv, batch_isend_irecv, gather, scatter) runs as one
+  /// point-to-point group, and the p2p jobs queued behind it while it waits join the group:
+  /// two ranks that isend to each other before they irecv then exchange at once instead of
+  /// waiting on each other's send until the timeout. Each job completes as soon as its own
+  /// operations have, except the first when it has more to run (that runs after the group).
+  /// Messages to one peer keep issue order; a collective queued behind waits for the group.
+  /// Completed jobs keep their Python objects until the group ends: releasing them could drop
+  /// the last reference to this engine in the middle of the communicator's call.
+  void runP2pGroup(Job first, const bool& destroyed, const int rank) {
+    std::vector<Job> members;
+    std::vector<size_t> owner;  // per operation: its job in members
+    std::vector<size_t> left;   // per job: operations not yet completed
+    std::vector<char> finished;
+    std::vector<P2pOp> ops;
+    auto add = [&](Job j, std::vector<P2pOp>* to) {
+      const size_t before = to->size();
+      appendOps(j, to);
+      owner.resize(before + j.steps.size(), members.size());
+      left.push_back(j.steps.size());
+      finished.push_back(0);
+      members.push_back(std::move(j));
+    };
+    add(std::move(first), &ops);
+    const bool firstHasMore = !(members[0].more.is_none() || !members[0].more);
+    P2pGroupHooks hooks;
+    hooks.join = [&](std::vector<P2pOp>* more) {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!stopping_ && !jobs_.empty() && p2pOnly(jobs_.front()) &&
+             (jobs_.front().more.is_none() || !jobs_.front().more)) {
+        add(std::move(jobs_.front()), more);
+        jobs_.pop_front();
       }
+    };
+    hooks.completed = [&](size_t i) {
+      const size_t m = owner[i];
+      if (--left[m] != 0 || (m == 0 && firstHasMore)) return;
+      finished[m] = 1;
+      complete(members[m], Status::ok(), rank, /*release=*/false);
+      countCompleted();
+    };
+    Status s;
+    if (comm_->closed()) {
+      s = invalidUsage("the communicator of the process group was closed");
+    } else {
+      s = comm_->raw()->sendRecvGroup(std::move(ops), hooks);
+    }
+    if (s.isOk() && firstHasMore) {
+      members[0].steps.clear();
+      s = run(members[0], destroyed);
+    }
+    // Once a release destroyed this engine only the local jobs are touched (static calls).
+    for (size_t m = 0; m < members.size(); ++m) {
+      if (finished[m]) {
+        release(members[m]);
+        continue;
+      }
+      complete(members[m], s, rank);
+      if (!destroyed) countCompleted();
     }
   }
 
   /// done(None) or done(exception), then the job's Python objects are released (either may
   /// drop the last reference to this engine). Once the interpreter exits they are leaked.
-  static void complete(Job& j, const Status& s, int rank) {
+  static void complete(Job& j, const Status& s, int rank, bool release = true) {
     GilSection py;
     if (!py.entered()) {
-      (void)j.done.release();
-      (void)j.more.release();
+      leak(j);
       return;
     }
     try {
@@ -216,6 +297,24 @@ class GroupEngine {
       }
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable("braid process group: completing an operation");
+    }
+    if (release) {
+      j.more = py::object();
+      j.done = py::object();
+    }
+  }
+
+  static void leak(Job& j) {
+    (void)j.done.release();
+    (void)j.more.release();
+  }
+
+  /// Drops a completed job's Python objects (see complete).
+  static void release(Job& j) {
+    GilSection py;
+    if (!py.entered()) {
+      leak(j);
+      return;
     }
     j.more = py::object();
     j.done = py::object();

@@ -282,6 +282,33 @@ def suite_ops(gloo, args):
         dist.recv(t, 0)
         same(t, inputs(torch.float32, 100003, 0)[:10], "recv")
         dist.isend(x[:10].clone(), 0).wait()
+    # isend before irecv on every rank, outside batch_isend_irecv, 4 MiB (more than any
+    # transport buffers): the engine's p2p group posts both; run one after the other, every
+    # rank's send would wait for a receive its peer posts only after its own send.
+    big = inputs(torch.float32, 1 << 20, rank)
+    got3 = torch.empty_like(big)
+    reqs = [dist.isend(big, nxt), dist.irecv(got3, prv)]
+    for q in reqs:
+        q.wait(timeout=datetime.timedelta(seconds=60))
+    same(got3, inputs(torch.float32, 1 << 20, prv), "isend/irecv ring, no batch")
+    # A p2p Work completes when its own operation has, not when its group ends: rank 0 waits
+    # for its isend (while its irecv is in the same group) before it tells rank 1 (over gloo)
+    # to send what that irecv expects.
+    if rank in (0, 1):
+        flag = torch.zeros(1)
+        if rank == 0:
+            t = torch.empty(7)
+            w1, w2 = dist.isend(big, 1), dist.irecv(t, 1)
+            w1.wait(timeout=datetime.timedelta(seconds=60))
+            dist.send(flag, 1, group=gloo)
+            w2.wait(timeout=datetime.timedelta(seconds=60))
+            same(t, inputs(torch.float32, 7, 1), "isend completes before its group")
+        else:
+            time.sleep(0.5)  # rank 0's irecv joins the group while its isend waits for us
+            dist.recv(got3, 0)
+            dist.recv(flag, 0, group=gloo)
+            dist.send(inputs(torch.float32, 7, 1), 0)
+            same(got3, inputs(torch.float32, 1 << 20, 0), "recv before a gloo hand-off")
     dist.barrier()
     say("p2p/barrier OK")
 

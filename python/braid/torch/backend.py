@@ -24,9 +24,10 @@ all_gather(_into_tensor), coalesced     all-gather (lists through one scratch bu
 reduce_scatter(_tensor)                 reduce-scatter (lists packed into one buffer)
 all_to_all(_single) with split sizes    the largest block agreed by an all-reduce(MAX),
                                         then one all-to-all of blocks padded to it
-gather / scatter                        sends to / from the root, in rank order
-send/recv, isend/irecv                  send/recv, in issue order (tags are not matched)
-batch_isend_irecv                       one job: per peer, the lower rank sends first
+gather / scatter                        sends to / from the root, as one p2p group
+send/recv, isend/irecv                  one p2p group with the p2p operations queued beside
+                                        them (tags are not matched; issue order per peer)
+batch_isend_irecv                       one p2p group (all posted at once)
 =====================================  ==================================================
 
 Tensors must be dense, contiguous CPU tensors of a dtype braid carries (int8, uint8, int32,
@@ -603,18 +604,16 @@ class ProcessGroupBraid(dist.ProcessGroup):
         return self._submit(name, steps, None, list(outputs), (outputs, inputs), depth=2)
 
     def _flush_batch(self, extra=None):
-        """Submits the p2p operations of a batch_isend_irecv as one job. braid's send and
-        recv block until done, so the job orders them: per peer (ascending), the lower rank of
-        the pair sends before it receives and the higher one receives first. `extra` (the Work
-        of _end_coalescing) completes with the batch."""
+        """Submits the p2p operations of a batch_isend_irecv as one job, in issue order: the
+        engine posts them as one point-to-point group (all at once, progressed together).
+        `extra` (the Work of _end_coalescing) completes with the batch."""
         batch, self._batch = self._batch, None
         if not batch:
             if extra is not None:
                 extra._done(None)
             return
         works = [w for w, _ in batch] + ([extra] if extra is not None else [])
-        order = sorted(range(len(batch)), key=lambda i: self._batch_key(batch[i][1][0], i))
-        steps = [batch[i][1][0] for i in order]
+        steps = [st for _, job in batch for st in job]
 
         def done(exc):
             for w in works:
@@ -623,12 +622,6 @@ class ProcessGroupBraid(dist.ProcessGroup):
         for w in works:
             w._on_flush = None
         self._engine.submit(steps, None, done)
-
-    def _batch_key(self, step, index):
-        kind, peer = step[0], step[6]
-        sends_first = self._rank < peer
-        first = (kind == SEND) == sends_first
-        return (peer, 0 if first else 1, index)
 
     # -- teardown --
     def _shutdown(self):
