@@ -64,6 +64,8 @@ struct CollArgs {
   ShmSegment* hostShm = nullptr;
   /// The row the dispatcher ran (set as it runs it; BRAID_TRACE_FILE's events name it).
   mutable const char* ran = nullptr;
+  /// The selector's predicted µs for that row and size (-1: none), for closed-loop tuning.
+  mutable double predictedUs = -1;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -76,7 +76,8 @@ void Communicator::abort(const std::string& reason) {
 
 detail::Decision Communicator::Impl::decide(Collective c, size_t bytes) const {
   const detail::Algorithm* forced = forced_[static_cast<int>(c)];
-  if (!selector_) {
+  const std::shared_ptr<detail::Selector> sel = selector();
+  if (!sel) {
     detail::Decision d;
     const std::vector<const detail::Algorithm*> rows = detail::algorithmsOf(c);
     d.row = forced != nullptr ? forced : rows.empty() ? nullptr : rows.front();
@@ -88,7 +89,23 @@ detail::Decision Communicator::Impl::decide(Collective c, size_t bytes) const {
   // model's cheapest candidate; identical on every rank. A rule naming an algorithm that cannot
   // run here (hierarchical on one host or on unequal hosts) runs its fallback: the algorithm
   // checks the layout itself.
-  return selector_->decide(c, bytes, forced);
+  return sel->decide(c, bytes, forced);
+}
+
+std::shared_ptr<detail::Selector> Communicator::Impl::selector() const {
+  std::lock_guard<std::mutex> lock(selectorMu_);
+  return selector_;
+}
+
+void Communicator::Impl::installSelector(std::shared_ptr<detail::Selector> selector) {
+  {
+    std::lock_guard<std::mutex> lock(selectorMu_);
+    selector_ = std::move(selector);
+  }
+  // A choose() that read the earlier selector holds decisionMu_ until it has cached its
+  // decision, so this clear comes after it.
+  std::lock_guard<std::mutex> lock(decisionMu_);
+  decisionCache_.clear();
 }
 
 Communicator::Impl::Choice Communicator::Impl::choose(Collective c, size_t bytes) const {
@@ -100,14 +117,18 @@ Communicator::Impl::Choice Communicator::Impl::choose(Collective c, size_t bytes
   auto it = decisionCache_.find(key);
   if (it != decisionCache_.end()) return it->second;
   const detail::Decision d = decide(c, bytes);
-  const Choice choice{d.row, d.chunkBytes};
+  // Closed-loop tuning holds the model to its own picks only: a forced row or a tuning file's
+  // may be one the model prices loosely, as it never picks it.
+  const bool modelPick = d.reason.compare(0, 5, "model") == 0;
+  const Choice choice{d.row, d.chunkBytes, modelPick ? d.predictedUs : -1};
   if (decisionCache_.size() >= kDecisionCacheEntries) decisionCache_.clear();
   decisionCache_.emplace(key, choice);
   return choice;
 }
 
 std::string Communicator::Impl::unavailableWhy(const detail::Algorithm& algo) const {
-  return selector_ ? selector_->costModel().unavailableWhy(algo) : "";
+  const std::shared_ptr<detail::Selector> sel = selector();
+  return sel ? sel->costModel().unavailableWhy(algo) : "";
 }
 
 std::vector<std::string> Communicator::algorithms(Collective collective) const {
@@ -147,15 +168,17 @@ Status Communicator::setAlgorithm(Collective collective, const std::string& name
 
 double Communicator::predictedUs(Collective collective, size_t bytes,
                                  const std::string& algorithm) const {
-  if (!impl_->selector_) return -1;
+  const std::shared_ptr<detail::Selector> sel = impl_->selector();
+  if (!sel) return -1;
   if (algorithm.empty()) return impl_->decide(collective, bytes).predictedUs;
   const detail::Algorithm* algo = detail::findAlgorithm(collective, algorithm);
   if (algo == nullptr) return -1;
-  return impl_->selector_->costModel().predictUs(*algo, bytes);
+  return sel->costModel().predictUs(*algo, bytes);
 }
 
 std::string Communicator::selectorModel() const {
-  return impl_->selector_ ? impl_->selector_->costModel().model().describe() : "none";
+  const std::shared_ptr<detail::Selector> sel = impl_->selector();
+  return sel ? sel->costModel().model().describe() : "none";
 }
 
 namespace {
@@ -165,6 +188,7 @@ namespace {
 Status runChoice(const Communicator::Impl::Choice& choice, const detail::CollArgs& a,
                  const void* sendbuf, void* recvbuf, size_t count, int root) {
   a.ran = choice.algo->name;
+  a.predictedUs = choice.predictedUs;
   if (choice.chunkBytes == 0) return choice.algo->run(a, sendbuf, recvbuf, count, root);
   detail::CollArgs withChunk = a;
   withChunk.chunkBytes = choice.chunkBytes;
@@ -179,13 +203,6 @@ Status checkRoot(int root, int size) {
 }
 
 }  // namespace
-
-// An operation after its arguments were checked: what every rank must agree on, and what runs.
-// The blocking and the asynchronous entry points share these, so they check exactly the same.
-struct Communicator::Impl::Op {
-  detail::Fingerprint fp;
-  std::function<Status(const detail::CollArgs&)> body;
-};
 
 Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendbuf, void* recvbuf,
                                                                size_t count, DataType type,
@@ -245,9 +262,10 @@ void Communicator::Impl::traceCollective(const detail::CollArgs& a, uint64_t sta
                     startNs, nowNs(), args);
 }
 
-Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
+Status Communicator::Impl::measureCallOverhead(detail::Selector& selector,
+                                               std::vector<CallCheck>* checks) {
   if (checks != nullptr) checks->clear();
-  if (size_ <= 1 || selector_->costModel().model().source == "default") return Status::ok();
+  if (size_ <= 1 || selector.costModel().model().source == "default") return Status::ok();
   // 8 bytes: the model's transfer terms are then almost only its hand-offs and α, so what
   // remains of a real call is the fixed work around them. 16 untimed calls bring the ranks in
   // step (the first ones after creation wait for the slowest rank's set-up).
@@ -270,7 +288,7 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
     *typical = us[us.size() / 10];
     return Status::ok();
   };
-  const detail::Decision d = selector_->decide(detail::SelCollective::kAllReduce, sizeof(double));
+  const detail::Decision d = selector.decide(detail::SelCollective::kAllReduce, sizeof(double));
   const double model = d.predictedUs >= 0 ? d.predictedUs : 0;
   double typical = 0;
   BRAID_RETURN_IF_ERROR(typicalUs(Choice{d.row, d.chunkBytes}, &typical));
@@ -282,7 +300,7 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
   double secondModel = -1, secondTypical = 0;
   if (checks != nullptr) {
     bool secondOther = false;  // on the other path than the choice
-    for (const auto& [row, t] : selector_->candidates(detail::SelCollective::kAllReduce, 8)) {
+    for (const auto& [row, t] : selector.candidates(detail::SelCollective::kAllReduce, 8)) {
       if (row == d.row) continue;
       const bool other = detail::runsOnSegment(*row) != detail::runsOnSegment(*d.row);
       if (second == nullptr || (other && !secondOther) || (other == secondOther && t < secondModel)) {
@@ -292,14 +310,14 @@ Status Communicator::Impl::measureCallOverhead(std::vector<CallCheck>* checks) {
       }
     }
     if (second != nullptr) {
-      BRAID_RETURN_IF_ERROR(typicalUs(
-          Choice{second, selector_->costModel().bestChunk(*second, 8)}, &secondTypical));
+      BRAID_RETURN_IF_ERROR(
+          typicalUs(Choice{second, selector.costModel().bestChunk(*second, 8)}, &secondTypical));
     }
   }
   double over[3] = {std::max(0.0, typical - model), typical, secondTypical};
   BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 3, DataType::kFloat64, ReduceOp::kMax));
   BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree.body));
-  selector_->setCallUs(over[0]);
+  selector.setCallUs(over[0]);
   if (checks != nullptr) {
     checks->push_back({d.algorithm, over[1], model});
     if (second != nullptr) checks->push_back({second->name, over[2], secondModel});

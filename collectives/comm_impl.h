@@ -50,13 +50,20 @@ class Communicator::Impl {
   struct Choice {
     const detail::Algorithm* algo = nullptr;
     size_t chunkBytes = 0;
+    double predictedUs = -1;  ///< the model's time for it (-1: none, or not the model's pick)
   };
   Choice choose(Collective c, size_t bytes) const;
   /// Why `algo` cannot run on this communicator's layout ("" when it can).
   std::string unavailableWhy(const detail::Algorithm& algo) const;
 
+  /// An operation after its arguments were checked: what every rank must agree on, and what
+  /// runs. The blocking and the asynchronous entry points share these, so they check exactly
+  /// the same.
+  struct Op {
+    detail::Fingerprint fp;
+    std::function<Status(const detail::CollArgs&)> body;
+  };
   /// Argument checks and the body of each operation that has a blocking and an async form.
-  struct Op;
   Result<Op> allReduceOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                          ReduceOp op) const;
   Result<Op> reduceScatterOp(const void* sendbuf, void* recvbuf, size_t recvcount, DataType type,
@@ -77,7 +84,10 @@ class Communicator::Impl {
     double measuredUs = 0;
     double predictedUs = 0;
   };
-  Status measureCallOverhead(std::vector<CallCheck>* checks = nullptr);
+  Status measureCallOverhead(detail::Selector& selector, std::vector<CallCheck>* checks = nullptr);
+  /// The selector in effect (null before calibration): closed-loop tuning may replace it at any
+  /// collective, so a caller outside the executing thread holds this copy while it reads.
+  std::shared_ptr<detail::Selector> selector() const;
 
   /// Records the first error, raises the host-wide abort word and publishes it in the store.
   /// Safe from any thread.
@@ -126,7 +136,6 @@ class Communicator::Impl {
   /// "c0.s1.2".
   std::string prefixTag() const;
   std::atomic<bool> aborted_{false};
-  std::unique_ptr<detail::Selector> selector_;
   detail::AlgoOverrides algoOverrides_;
 
  private:
@@ -135,11 +144,35 @@ class Communicator::Impl {
   /// Calibrates the fabric (or reads the cache), agrees on the model and builds selector_, then
   /// checks the model against live 8-byte all-reduces (calibration.h, step 4).
   Status setUpSelector(const std::string& transportName, Deadline deadline);
-  /// One calibration: the probe (forced, under `keyPrefix`) or the cache, and selector_ built.
-  Status buildSelector(const std::string& transportName, Deadline deadline, bool forceProbe,
-                       const std::string& keyPrefix, detail::PendingCache* pending);
+  /// One calibration: the probe (forced, under `keyPrefix`) or the cache, and a selector built
+  /// on it (installSelector puts it in effect).
+  Result<std::shared_ptr<detail::Selector>> buildSelector(const std::string& transportName,
+                                                          Deadline deadline, bool forceProbe,
+                                                          const std::string& keyPrefix,
+                                                          detail::PendingCache* pending);
+  /// Puts `selector` in effect at once for every thread, and forgets the earlier decisions.
+  void installSelector(std::shared_ptr<detail::Selector> selector);
+  /// Closed-loop tuning (docs/tuning-file.md): each all-reduce's time against its prediction;
+  /// every BRAID_RETUNE_INTERVAL collectives the ranks agree whether the model is off, and if it
+  /// is they re-probe together and install the new model.
+  void startLiveChecks(const detail::Selector& sel);  ///< at the end of setUpSelector
+  void recordLive(const detail::CollArgs& a, uint64_t startNs);
+  Status retune();
+  bool retuneDue() const { return liveInterval_ > 0 && !inRetune_ && seq_ >= nextVoteSeq_; }
   Status execute(const detail::Fingerprint& fp, bool collective,
                  const std::function<Status(const detail::CollArgs&)>& body);
+  /// Marks the thread running execute for this communicator (run calls execute directly there).
+  class ExecutingHere {
+   public:
+    explicit ExecutingHere(const Impl* impl);
+    ~ExecutingHere();
+    static const Impl* current();
+
+   private:
+    const Impl* outer_;
+  };
+  /// Rank 0 writes the model of `sel` to the cache file a probe named (call overhead left out).
+  void writeCache(const detail::PendingCache& pending, const detail::Selector& sel);
   /// BRAID_TRACE_FILE: creates tracer_ and aligns the ranks' clocks (a no-op when unset).
   Status startTrace();
   void traceCollective(const detail::CollArgs& a, uint64_t startNs, const Status& s);
@@ -177,6 +210,20 @@ class Communicator::Impl {
   bool curPublished_ = false;
   /// When publishWaitFor last ran (the thread running collectives only).
   uint64_t waitForPublishedNs_ = 0;
+  /// Closed-loop tuning (the thread running collectives only): measured ÷ predicted time of the
+  /// latest all-reduces (a ring), when the next vote is due (a sequence number), the interval
+  /// between votes (0: off; doubled by each re-probe), re-probes so far, and whether a vote or
+  /// re-probe is running (its own collectives are neither recorded nor traced).
+  std::vector<float> liveRatios_;
+  size_t liveNext_ = 0;
+  uint64_t nextVoteSeq_ = 0;
+  uint64_t liveInterval_ = 0;
+  int reprobes_ = 0;
+  bool inRetune_ = false;
+
+  /// Guards selector_ (the pointer; a Selector is not changed once installed).
+  mutable std::mutex selectorMu_;
+  std::shared_ptr<detail::Selector> selector_;
 
   /// Guards firstError_, and segment_ against releaseResources (recordFailure raises the
   /// segment's abort word from any thread). Order: execMu_, then errorMu_.

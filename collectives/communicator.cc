@@ -182,7 +182,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   }
   std::unique_ptr<Impl> child(new Impl());
   child->splitPrefix_ = impl_->childPrefix("s" + std::to_string(seq) + "." + std::to_string(color));
-  child->inheritedModel_ = impl_->selector_->costModel().model();
+  child->inheritedModel_ = impl_->selector()->costModel().model();
   Status s = child->init(std::move(options));
   setLogRank(impl_->rank_);  // init set the child's rank as the log prefix
   if (!s.isOk()) {
@@ -260,7 +260,7 @@ Result<std::unique_ptr<Communicator>> Communicator::subgroup(const std::vector<i
   }
   std::unique_ptr<Impl> child(new Impl());
   child->splitPrefix_ = prefix;
-  child->inheritedModel_ = p.selector_->costModel().model();
+  child->inheritedModel_ = p.selector()->costModel().model();
   Status s = child->init(std::move(options));
   setLogRank(p.rank_);  // init set the child's rank as the log prefix
   if (!s.isOk()) {
@@ -344,7 +344,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(const std::vector<int
   options.timeoutMs = p.timeoutMs();
   std::unique_ptr<Impl> child(new Impl());
   child->splitPrefix_ = p.childPrefix("k" + std::to_string(seq));
-  child->inheritedModel_ = p.selector_->costModel().model();
+  child->inheritedModel_ = p.selector()->costModel().model();
   // The log prefix stays the new rank (init sets it): after a shrink the new communicator is
   // the one a program goes on with.
   Status s = child->init(std::move(options));
@@ -597,9 +597,9 @@ Status Communicator::Impl::parseAlgoOverrides(const std::string& spec) {
 }
 
 // The probe hook: calibrate (or read the cache), agree on rank 0's model, build the selector.
-Status Communicator::Impl::buildSelector(const std::string& transportName, Deadline deadline,
-                                         bool forceProbe, const std::string& keyPrefix,
-                                         detail::PendingCache* pending) {
+Result<std::shared_ptr<detail::Selector>> Communicator::Impl::buildSelector(
+    const std::string& transportName, Deadline deadline, bool forceProbe,
+    const std::string& keyPrefix, detail::PendingCache* pending) {
   detail::Placement placement;
   placement.hostOf = hostOf_;
   // Decided from what every rank knows alike (a rank alone on its host has no segment itself).
@@ -637,18 +637,14 @@ Status Communicator::Impl::buildSelector(const std::string& transportName, Deadl
   if (!file.empty()) {
     BRAID_ASSIGN_OR_RETURN(rules, detail::readTuningFile(file));
   }
-  selector_ = std::make_unique<detail::Selector>(model, placement, algoOverrides_, std::move(rules),
-                                                 paramBool("BRAID_EXPLAIN"));
-  {
-    std::lock_guard<std::mutex> lock(decisionMu_);
-    decisionCache_.clear();  // choices of an earlier model (a re-probe)
-  }
+  auto selector = std::make_shared<detail::Selector>(model, placement, algoOverrides_,
+                                                     std::move(rules), paramBool("BRAID_EXPLAIN"));
   // A forced algorithm that cannot run here is an error, not a silent fallback.
   for (int c = 0; c < detail::kSelectableCollectives; ++c) {
     const auto coll = static_cast<detail::SelCollective>(c);
     const detail::Algorithm* forced = algoOverrides_.row(coll);
     if (forced == nullptr) continue;
-    const std::string why = selector_->costModel().unavailableWhy(*forced);
+    const std::string why = selector->costModel().unavailableWhy(*forced);
     if (!why.empty()) {
       return invalidArgument("BRAID_ALGO='" + algoOverrides_.spec + "': " +
                              detail::selCollectiveName(coll) + " algorithm " + forced->name + " " +
@@ -656,7 +652,7 @@ Status Communicator::Impl::buildSelector(const std::string& transportName, Deadl
     }
   }
   BRAID_INFO("selector: %s", model.describe().c_str());
-  return Status::ok();
+  return selector;
 }
 
 namespace {
@@ -699,18 +695,24 @@ std::string implausible(const std::string& source,
 // same busy machine would only cost the time (and two probes in a row outran a 5 s creation
 // deadline under ctest -j2). A cached model that fails it is re-probed once: it came from
 // another moment, and would mislead every job until repaired; that costs one probe, as a cache
-// miss does.
+// miss does. (No other thread sees this communicator yet: the selector is installed first and
+// then given its call overhead.)
 Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
   detail::PendingCache pending;
-  BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, false, prefix_, &pending));
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<detail::Selector> sel,
+                         buildSelector(transportName, deadline, false, prefix_, &pending));
+  installSelector(sel);
   if (inheritedModel_) {
     // The parent's model passed the checks below when the parent was created; a child with
     // fewer ranks per core has a call overhead of its own.
-    return measureCallOverhead().withContext("timing the collective call");
+    BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel).withContext("timing the collective call"));
+    startLiveChecks(*sel);
+    return Status::ok();
   }
   std::vector<CallCheck> checks;
-  BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks).withContext("timing the collective call"));
-  std::string source = selector_->costModel().model().source;
+  BRAID_RETURN_IF_ERROR(
+      measureCallOverhead(*sel, &checks).withContext("timing the collective call"));
+  std::string source = sel->costModel().model().source;
   std::string why = implausible(source, checks);
   // Every rank holds the same gathered times, model and deadline budget: all decide alike.
   const bool reprobe = !why.empty() && source == "cache";
@@ -722,11 +724,12 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
     const uint64_t t0 = nowNs();
     if (rank_ == 0) BRAID_WARN("calibration: the cached model %s; re-probing", why.c_str());
     pending = detail::PendingCache{};
-    BRAID_RETURN_IF_ERROR(buildSelector(transportName, deadline, true, prefix_ + "reprobe/",
-                                        &pending));
-    BRAID_RETURN_IF_ERROR(measureCallOverhead(&checks)
+    BRAID_ASSIGN_OR_RETURN(
+        sel, buildSelector(transportName, deadline, true, prefix_ + "reprobe/", &pending));
+    installSelector(sel);
+    BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel, &checks)
                               .withContext("timing the collective call after re-probing"));
-    why = implausible(selector_->costModel().model().source, checks);
+    why = implausible(sel->costModel().model().source, checks);
     if (rank_ == 0) {
       BRAID_WARN("calibration: re-probed in %.0f ms; %s", static_cast<double>(nowNs() - t0) / 1e6,
                  why.empty() ? "the new model agrees with the live calls"
@@ -736,11 +739,134 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   }
   // Only a model that agrees with the live calls is cached (rank 0 alone writes); the call
   // overhead is measured by every job anew (measureCallOverhead), never cached.
-  if (why.empty() && !pending.path.empty()) {
-    detail::FabricModel m = selector_->costModel().model();
-    m.callUs = 0;
-    Status w = detail::writeCachedModel(pending.path, pending.fingerprint, m);
-    if (!w.isOk()) BRAID_WARN("calibration cache not written: %s", w.toString().c_str());
+  if (why.empty()) writeCache(pending, *sel);
+  startLiveChecks(*sel);
+  return Status::ok();
+}
+
+void Communicator::Impl::startLiveChecks(const detail::Selector& sel) {
+  // The built-in defaults (BRAID_CALIBRATION=off) are meant as they are.
+  const int64_t interval = paramInt("BRAID_RETUNE_INTERVAL");
+  liveInterval_ = size_ > 1 && interval > 0 && sel.costModel().model().source != "default"
+                      ? static_cast<uint64_t>(interval)
+                      : 0;
+  nextVoteSeq_ = seq_ + liveInterval_;
+}
+
+void Communicator::Impl::writeCache(const detail::PendingCache& pending,
+                                    const detail::Selector& sel) {
+  if (pending.path.empty()) return;
+  detail::FabricModel m = sel.costModel().model();
+  m.callUs = 0;
+  Status w = detail::writeCachedModel(pending.path, pending.fingerprint, m);
+  if (!w.isOk()) BRAID_WARN("calibration cache not written: %s", w.toString().c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Closed-loop tuning
+//
+// A model can be right when the communicator is made and wrong later (the machine got busier or
+// quieter), or wrong in a way the 8-byte check above cannot see (a cache whose bandwidths a probe
+// on a busy machine measured). So the all-reduces of the job itself are held against their
+// predictions: every BRAID_RETUNE_INTERVAL collectives, each rank takes the median and the 10th
+// percentile of measured / predicted time over its latest kLiveWindow all-reduces, and one
+// 2-element all-reduce (MAX) gives every rank the largest median and the smallest 10th
+// percentile of any rank, so all decide alike. The model predicts too slowly when even the
+// largest median is under 1/kTooSlowFactor; too fast when even the smallest 10th percentile is
+// over kTooFastFactor (a rank that arrives early waits for the others inside the collective,
+// which inflates its times; the 10th percentile of the quickest rank is the collective itself).
+// Then every rank re-probes at that same point of the stream - a probe in the background would
+// share the cores and links with the job's own collectives and measure them - times the new model
+// as at creation, and installs it (and caches it) when it agrees with the live calls, else keeps
+// the old one; rank 0 logs one line saying why and what came of it. Each re-probe doubles the
+// interval, and after kMaxReprobes the checks stop: a machine whose speed swings back and forth
+// does not pay for a probe every few thousand calls.
+
+namespace {
+
+constexpr size_t kLiveWindow = 64;
+constexpr size_t kLiveMinSamples = 16;
+constexpr int kMaxReprobes = 4;
+
+}  // namespace
+
+void Communicator::Impl::recordLive(const detail::CollArgs& a, uint64_t startNs) {
+  if (liveInterval_ == 0 || inRetune_ || a.fp.collective != Collective::kAllReduce ||
+      a.predictedUs <= 0) {
+    return;
+  }
+  const float ratio =
+      static_cast<float>(static_cast<double>(nowNs() - startNs) / 1000.0 / a.predictedUs);
+  if (liveRatios_.size() < kLiveWindow) {
+    liveRatios_.push_back(ratio);
+  } else {
+    liveRatios_[liveNext_] = ratio;
+  }
+  liveNext_ = (liveNext_ + 1) % kLiveWindow;
+}
+
+Status Communicator::Impl::retune() {
+  struct Guard {
+    bool& flag;
+    explicit Guard(bool& f) : flag(f) { flag = true; }
+    ~Guard() { flag = false; }
+  } guard(inRetune_);
+  const uint64_t votedAt = seq_;
+  nextVoteSeq_ = seq_ + liveInterval_;
+  // Too few samples (a job of other collectives): a vote that cannot trigger either way.
+  double stats[2] = {1, -1};
+  if (liveRatios_.size() >= kLiveMinSamples) {
+    std::vector<float> r = liveRatios_;
+    std::sort(r.begin(), r.end());
+    stats[0] = r[r.size() / 2];
+    stats[1] = -static_cast<double>(r[r.size() / 10]);
+  }
+  BRAID_ASSIGN_OR_RETURN(Op vote, allReduceOp(stats, stats, 2, DataType::kFloat64, ReduceOp::kMax));
+  BRAID_RETURN_IF_ERROR(execute(vote.fp, true, vote.body));
+  const double largestMedian = stats[0], smallestP10 = -stats[1];
+  char why[200];
+  if (largestMedian < 1 / kTooSlowFactor) {
+    std::snprintf(why, sizeof(why),
+                  "live all-reduces took %.2gx the model's predictions (median of the latest "
+                  "%zu on the slowest rank)",
+                  largestMedian, kLiveWindow);
+  } else if (smallestP10 > kTooFastFactor) {
+    std::snprintf(why, sizeof(why),
+                  "live all-reduces took %.3gx the model's predictions (10th percentile of the "
+                  "latest %zu on the quickest rank)",
+                  smallestP10, kLiveWindow);
+  } else {
+    return Status::ok();
+  }
+  // A re-probe: every rank is here, at the same collective.
+  const uint64_t t0 = nowNs();
+  ++reprobes_;
+  liveInterval_ = reprobes_ < kMaxReprobes ? 2 * liveInterval_ : 0;
+  liveRatios_.clear();
+  liveNext_ = 0;
+  detail::PendingCache pending;
+  const Deadline deadline = Deadline::afterMs(timeoutMs_);
+  BRAID_ASSIGN_OR_RETURN(
+      std::shared_ptr<detail::Selector> sel,
+      buildSelector(options_.transport, deadline, true,
+                    prefix_ + "retune" + std::to_string(reprobes_) + "/", &pending));
+  std::vector<CallCheck> checks;
+  BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel, &checks));
+  const std::string still = implausible(sel->costModel().model().source, checks);
+  if (still.empty()) {
+    installSelector(sel);
+    writeCache(pending, *sel);
+  }
+  nextVoteSeq_ = seq_ + liveInterval_;
+  if (rank_ == 0) {
+    BRAID_WARN("calibration: %s at collective #%llu; re-probed in %.0f ms: %s%s", why,
+               static_cast<unsigned long long>(votedAt), static_cast<double>(nowNs() - t0) / 1e6,
+               still.empty()
+                   ? (pending.path.empty()
+                          ? "the new model agrees with the live calls, in effect now"
+                          : "the new model agrees with the live calls, in effect now and cached")
+                   : ("the new model " + still + " as well: kept the old one").c_str(),
+               liveInterval_ == 0 ? " (no more checks in this job)" : "");
   }
   return Status::ok();
 }
@@ -927,10 +1053,29 @@ Status Communicator::Impl::health() const {
 // ---------------------------------------------------------------------------------------------
 // Running operations
 
+namespace {
+thread_local const Communicator::Impl* tExecuting = nullptr;
+}  // namespace
+
+Communicator::Impl::ExecutingHere::ExecutingHere(const Impl* impl) : outer_(tExecuting) {
+  tExecuting = impl;
+}
+Communicator::Impl::ExecutingHere::~ExecutingHere() { tExecuting = outer_; }
+const Communicator::Impl* Communicator::Impl::ExecutingHere::current() { return tExecuting; }
+
 Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collective,
                                    const std::function<Status(const detail::CollArgs&)>& body) {
   // Caller holds execMu_ (inline) or is the worker.
   if (aborted_.load(std::memory_order_acquire)) return health();
+  const ExecutingHere here(this);
+  if (collective && retuneDue()) {
+    Status s = retune();
+    if (!s.isOk()) {
+      s = s.withContext("closed-loop tuning (BRAID_RETUNE_INTERVAL)");
+      fail(s, true);
+      return s;
+    }
+  }
   detail::CollArgs a;
   a.p2p = p2p_.get();
   a.shm = (segment_ && numHosts_ == 1) ? segment_.get() : nullptr;
@@ -957,7 +1102,8 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   Status s = segment_ ? segment_->abortStatus() : Status::ok();
   if (s.isOk()) s = body(a);
   curSeq_ = 0;
-  if (tracer_ && collective) traceCollective(a, curSinceNs_, s);
+  if (s.isOk() && collective) recordLive(a, curSinceNs_);
+  if (tracer_ && collective && !inRetune_) traceCollective(a, curSinceNs_, s);
   bool publish = true;
   // A timeout in the host's segment (a local rank never arrived) or in a point-to-point wait.
   const std::vector<int> noPeers;
@@ -982,6 +1128,9 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
 
 Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective,
                                const std::function<Status(const detail::CollArgs&)>& body) {
+  // Inside an operation of this communicator (closed-loop tuning's own collectives): it holds
+  // the right to execute already.
+  if (ExecutingHere::current() == this) return execute(fp, collective, body);
   if (workerStarted_.load(std::memory_order_acquire)) {
     // Keep issue order with earlier asynchronous operations.
     return enqueue(fp.collective, [&] { return execute(fp, collective, body); })->wait();

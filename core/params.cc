@@ -262,6 +262,10 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_CALIBRATION_CACHE", ParamType::kString, "", "",
        "Directory of the calibration cache (default $XDG_CACHE_HOME/braid or ~/.cache/braid); "
        "off = no cache"},
+      {"BRAID_RETUNE_INTERVAL", ParamType::kInt, "1024", "",
+       "Closed-loop tuning: every this many collectives the ranks compare their latest "
+       "all-reduces with the model's predictions (one 16-byte all-reduce) and re-probe together "
+       "when it is 4x too slow or 8x too fast (docs/tuning-file.md); 0 = off"},
       {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp",
        "Transport between ranks: auto = shared memory within a host and tcp across hosts; shm or "
        "tcp force one"},

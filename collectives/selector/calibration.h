@@ -18,6 +18,9 @@
 //      runner-up (measureCallOverhead); a cached model that predicts them 4x too slow, or runs
 //      8x slower, is re-probed once (forceProbe, under a store prefix of its own); a fresh probe
 //      that predicts them 4x too slow serves the job uncached; only a model that passes is cached.
+//   5. While the job runs, its all-reduces are held against their predictions (closed-loop
+//      tuning, communicator.cc): every BRAID_RETUNE_INTERVAL collectives the ranks vote, and a
+//      model 4x too slow or 8x too fast is re-probed by every rank at that collective.
 // The whole probe stays well under 200 ms on a 1 Gbit/s link (about 50 ms of transfers there).
 #pragma once
 

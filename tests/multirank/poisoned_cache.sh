@@ -6,10 +6,13 @@
 # re-probe, and leave a repaired cache. On a machine so busy that the live calls run as slowly as
 # the planted model says (a build on the other core), or that the re-probe is itself
 # implausible, a run may keep the planted cache (saying so in the second case); the test then
-# allows two more runs.
-#   poisoned_cache.sh BRAID_PERF
+# allows two more runs. Then the same for caches whose bandwidths are off (closed-loop tuning,
+# below).
+#   poisoned_cache.sh BRAID_PERF [BRAID_RUN COLLECTIVES_CHECK]
 set -uo pipefail
 perf=$1
+launcher=${2:-}
+check=${3:-}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export BRAID_CALIBRATION_CACHE=$dir BRAID_TIMEOUT_MS=${BRAID_TIMEOUT_MS:-20000}
@@ -43,8 +46,8 @@ for run in 1 2 3; do
     grep -m1 "the cached model predicts" "$dir/run$run.log" | sed 's/^.*WARN /detected: /'
     grep -m1 "re-probed in" "$dir/run$run.log" | sed 's/^.*WARN /         /'
     echo "ok: run $run repaired the cache: intra α $now us (planted $planted, fresh $fresh)"
-    echo PASS
-    exit 0
+    repaired=1
+    break
   fi
   [ "$now" = "$planted" ] || { echo "FAIL: run $run changed the cache to α $now without repairing it"; exit 1; }
   if grep -q "re-probing" "$dir/run$run.log"; then
@@ -55,4 +58,68 @@ for run in 1 2 3; do
     echo "run $run: the live calls ran as slowly as the planted model says (a busy machine); trying again"
   fi
 done
-echo "FAIL: the cache still holds the planted model after 3 runs"; exit 1
+[ -n "${repaired:-}" ] || { echo "FAIL: the cache still holds the planted model after 3 runs"; exit 1; }
+
+# Closed-loop tuning: a cache whose bandwidths (every per-byte term) are 30x off either way
+# passes the 8-byte check at creation; the job's own all-reduces (64 KiB-4 MiB, where the
+# per-byte terms dominate) must show it at a vote (every 64 collectives here), every rank
+# re-probes, and the cache is repaired. 30x too slow: the live calls run at 1/30 of their
+# predictions (the vote needs under 1/4). 30x too fast: at 30x (the vote needs over 8).
+rm -f "$dir"/fabric-*.txt
+"$perf" "${args[@]}" >"$dir/fresh.log" 2>&1 || { cat "$dir/fresh.log"; echo "FAIL: fresh run"; exit 1; }
+ls "$dir"/fabric-*.txt >/dev/null 2>&1 || { echo "SKIP closed loop: the fresh probe was not cached (a busy machine)"; echo PASS; exit 0; }
+cp "$dir"/fabric-*.txt "$dir/fresh-model"
+# Multiplies every per-byte term of the cache (β, γ, the copy rates) by $1.
+plant_bandwidth() {
+  python3 - "$dir"/fabric-*.txt "$1" <<'PY'
+import re, sys
+path, factor = sys.argv[1], float(sys.argv[2])
+text = open(path).read()
+text = re.sub(r"\b((?:intra|inter)_beta\w*_us_per_byte|gamma_us_per_byte|copy\w*_us_per_byte)=([0-9.e+-]+)",
+              lambda m: f"{m.group(1)}={float(m.group(2)) * factor:g}", text)
+open(path, "w").write(text)
+PY
+}
+beta() { sed -n 's/.* intra_beta_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
+freshb=$(beta "$dir/fresh-model")
+for factor in 30 0.0333; do
+  cp "$dir/fresh-model" "$dir"/fabric-*.txt 2>/dev/null || true
+  plant_bandwidth "$factor"
+  plantedb=$(beta "$dir"/fabric-*.txt)
+  ok=
+  for run in 1 2 3; do
+    BRAID_RETUNE_INTERVAL=64 "$perf" --ranks 2 -T 120 -b 64K -e 4M -f 4 -n 40 -w 5 >"$dir/loop$run.log" 2>&1 ||
+      { cat "$dir/loop$run.log"; echo "FAIL: closed-loop run $run (β x$factor)"; exit 1; }
+    grep -q '^# Out of bounds values : 0 OK$' "$dir/loop$run.log" || { cat "$dir/loop$run.log"; echo "FAIL: wrong results"; exit 1; }
+    nowb=$(beta "$dir"/fabric-*.txt)
+    if python3 -c "import sys; r = float('$nowb') / float('$freshb'); sys.exit(0 if 1/3 < r < 3 else 1)"; then
+      grep -q "calibration: live all-reduces took .* re-probed in .* cached" "$dir/loop$run.log" ||
+        { cat "$dir/loop$run.log"; echo "FAIL: β x$factor: the cache was repaired without the log line"; exit 1; }
+      grep -m1 "calibration: live" "$dir/loop$run.log" | sed 's/^.*WARN /detected: /'
+      echo "ok: β x$factor (planted $plantedb us/B) repaired by closed-loop tuning in run $run: $nowb (fresh $freshb)"
+      ok=1
+      break
+    fi
+    [ "$nowb" = "$plantedb" ] || { echo "FAIL: β x$factor: run $run changed the cache to $nowb without repairing it"; exit 1; }
+    echo "run $run: β x$factor not repaired (a busy machine?); trying again"
+  done
+  [ -n "$ok" ] || { echo "FAIL: β x$factor: the planted cache survived 3 closed-loop runs"; exit 1; }
+done
+
+# The same with async all-reduces on the progress thread while the caller queries the selector
+# (collectives_check --scenario retune: results right, the probe's model in effect at the end).
+if [ -n "$check" ]; then
+  cp "$dir/fresh-model" "$dir"/fabric-*.txt
+  plant_bandwidth 30
+  cp "$dir"/fabric-*.txt "$dir/planted-model"
+  for try in 1 2 3; do
+    BRAID_RETUNE_INTERVAL=32 "$launcher" -n 2 --timeout 120 -- "$check" --scenario retune >"$dir/async$try.log" 2>&1 && break
+    grep -q "FAIL.*expected the cached model" "$dir/async$try.log" || { cat "$dir/async$try.log"; echo "FAIL: retune scenario"; exit 1; }
+    echo "async run $try: the planted model survived (a busy machine?); trying again"
+    cp "$dir/planted-model" "$dir"/fabric-*.txt  # the run may have cached a probe of its own
+    try=
+  done
+  [ -n "$try" ] || { cat "$dir/async3.log"; echo "FAIL: the retune scenario never saw the model replaced"; exit 1; }
+  grep -h -m2 "^# retune\|calibration: live" "$dir/async$try.log" | sed 's/^.*WARN /async: /'
+fi
+echo PASS

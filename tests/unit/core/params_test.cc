@@ -38,6 +38,7 @@ const Expected kExpected[] = {
     {"BRAID_EXPLAIN", ParamType::kBool, "0", ""},
     {"BRAID_CALIBRATION", ParamType::kEnum, "auto", "auto|probe|off"},
     {"BRAID_CALIBRATION_CACHE", ParamType::kString, "", ""},
+    {"BRAID_RETUNE_INTERVAL", ParamType::kInt, "1024", ""},
     {"BRAID_TRANSPORT", ParamType::kEnum, "auto", "auto|shm|tcp"},
     {"BRAID_BOOTSTRAP", ParamType::kEnum, "auto", "auto|env|torchrun|file|slurm|ompi|pmi|pmix|mpi"},
     {"BRAID_STORE_PORT", ParamType::kInt, "0", ""},
