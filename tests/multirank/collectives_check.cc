@@ -604,22 +604,26 @@ int scenarioMismatch(Communicator* comm, bool order) {
   return 0;
 }
 
-// A p2p group whose receive on rank 1 expects one element more than rank 0 sends: rank 1 must
-// fail with a mismatch that names both ranks; the other ranks finish their groups or fail, in
-// bounded time either way (a ring: each rank sends to the next and receives from the previous).
+// A p2p ring (each rank sends 1000 floats to the next and receives from the previous) whose
+// receive on rank 1 expects one element more, and on rank 0 one element less, than its peer
+// sends: both must fail with a point-to-point mismatch naming the peer and the counts; the other
+// ranks finish their groups or fail, in bounded time either way.
 int scenarioMismatchP2p(Communicator* comm) {
   const int r = comm->rank(), p = comm->size();
+  const int prev = (r - 1 + p) % p;
   std::vector<float> out(2048, 1.0f), in(2048, 0.0f);
+  const size_t expect = r == 1 ? 1001 : r == 0 ? 999 : 1000;
   std::vector<P2pOp> ops = {{true, out.data(), 1000, DataType::kFloat32, (r + 1) % p},
-                            {false, in.data(), r == 1 ? size_t{1001} : size_t{1000},
-                             DataType::kFloat32, (r - 1 + p) % p}};
+                            {false, in.data(), expect, DataType::kFloat32, prev}};
   Status s = comm->sendRecvGroup(std::move(ops));
   printf("rank %d: %s\n", r, s.toString().c_str());
-  if (r != 1) return 0;
-  if (s.code() != Code::kInvalidUsage || s.message().find("mismatch") == std::string::npos ||
-      s.message().find("rank 0") == std::string::npos) {
-    fprintf(stderr, "rank %d: FAIL expected a mismatch naming rank 0, got %s\n", r,
-            s.toString().c_str());
+  if (r > 1) return 0;
+  const std::string want = "receive from rank " + std::to_string(prev) + " expects " +
+                           std::to_string(expect) + " float but rank " + std::to_string(prev) +
+                           (r == 1 ? " sent 1000 float" : " sent more");
+  if (s.code() != Code::kInvalidUsage || s.message().find(want) == std::string::npos) {
+    fprintf(stderr, "rank %d: FAIL expected a point-to-point mismatch (\"%s\"), got %s\n", r,
+            want.c_str(), s.toString().c_str());
     return 1;
   }
   return 0;
