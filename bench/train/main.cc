@@ -3,7 +3,7 @@
 //
 //   braid-train-bench --ranks 2 [-p resnet50,bert-base,gpt2-small] [-m per-tensor,fixed-25m,auto]
 //                     [--compute sleep|triad] [--backward-ms PROFILE=MS,...] [-n 10] [-w 2]
-//                     [--scale F] [--codecs SPEC;SPEC...] [-J FILE]
+//                     [--scale F] [--codecs SPEC;SPEC...] [-J FILE] [--zero-copy]
 //
 // Compute is emulated, never run: each gradient is marked ready at its deadline t0 + (share of
 // the backward time), reached by sleeping (clock_nanosleep to an absolute CLOCK_MONOTONIC
@@ -76,6 +76,7 @@ struct Options {
   double scale = 1;
   std::string jsonFile;
   std::vector<std::string> codecs = {""};  // "" = BRAID_CODEC
+  bool zeroCopy = false;  // gradients live in the buckets (BucketerOptions::zeroCopy)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -95,7 +96,7 @@ void usage() {
       "usage: braid-train-bench [--ranks N] [-p PROFILES] [-m MODES] [--compute sleep|triad]\n"
       "                         [--backward-ms [PROFILE=]MS,...] [-n STEPS] [-w WARMUP]\n"
       "                         [--scale F] [--codecs SPEC;SPEC...] [-J FILE] [--file-store]\n"
-      "                         [-T SECONDS]\n"
+      "                         [-T SECONDS] [--zero-copy]\n"
       "  --ranks N  start N local ranks (default 1) unless started as a rank by a launcher\n"
       "      (torchrun variables, srun, mpirun/mpiexec; braid-info launch shows which)\n"
       "  -p  comma list of resnet50, bert-base, gpt2-small or profile files\n"
@@ -108,7 +109,9 @@ void usage() {
       "      keeps its rows and loses columns)\n"
       "  --codecs   ';'-separated codec specs, each run for every mode (default: BRAID_CODEC),\n"
       "      e.g. 'none;fp16;powersgd:rank=4,start=0'\n"
-      "  -J FILE    one JSON object per profile and mode\n");
+      "  -J FILE    one JSON object per profile and mode\n"
+      "  --zero-copy  gradients live in bucket storage (BucketerOptions::zeroCopy, DDP's\n"
+      "      gradient_as_bucket_view): no copy into the buckets or back\n");
 }
 
 bool parseArgs(int argc, char** argv, Options* o) {
@@ -145,6 +148,8 @@ bool parseArgs(int argc, char** argv, Options* o) {
       o->scale = std::max(1.0, atof(next().c_str()));
     else if (a == "-J")
       o->jsonFile = next();
+    else if (a == "--zero-copy")
+      o->zeroCopy = true;
     else if (a == "--codecs") {
       o->codecs.clear();
       const std::string list = next();
@@ -215,7 +220,7 @@ struct StepOut {
 };
 
 Status runStep(Bucketer& b, Model& md, Phase phase, const std::string& compute, Triad* triad,
-               std::vector<double>* lateness, StepOut* out) {
+               bool zeroCopy, std::vector<double>* lateness, StepOut* out) {
   const uint64_t t0 = nowNs();
   BRAID_RETURN_IF_ERROR(b.beginStep(phase == Phase::kCompute));
   double cum = 0;
@@ -235,8 +240,9 @@ Status runStep(Bucketer& b, Model& md, Phase phase, const std::string& compute, 
     }
     const int t = md.tensorOf[e];
     if (t >= 0) {
-      BRAID_RETURN_IF_ERROR(
-          b.markReady(static_cast<uint32_t>(t), md.grads[static_cast<size_t>(t)].data()));
+      // Zero-copy: backward wrote the gradient into its bucket (null: it is there already).
+      void* grad = zeroCopy ? nullptr : md.grads[static_cast<size_t>(t)].data();
+      BRAID_RETURN_IF_ERROR(b.markReady(static_cast<uint32_t>(t), grad));
     }
   }
   auto m = b.finishStep();
@@ -341,6 +347,7 @@ int runRank(const Options& o) {
         BucketerOptions bo;
         bo.metricsFile = "-";
         bo.codec = codec;
+        bo.zeroCopy = o.zeroCopy;
         if (mode == "per-tensor") {
           bo.sizing = BucketSizing::kFixed;
           bo.bucketCapBytes = 1;
@@ -378,18 +385,18 @@ int runRank(const Options& o) {
         std::vector<double> comp, commOnly, step, omega, tail, skew, late, tailFloor;
         StepOut so;
         for (int i = 0; i < o.warmup && s.isOk(); ++i) {
-          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, nullptr, &so);
+          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, o.zeroCopy, nullptr, &so);
         }
         for (int i = 0; i < o.steps && s.isOk(); ++i) {
-          s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, &late, &so);
+          s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, o.zeroCopy, &late, &so);
           comp.push_back(so.ms);
         }
         for (int i = 0; i < o.steps && s.isOk(); ++i) {
-          s = runStep(**cb, md, Phase::kComm, o.compute, &triad, nullptr, &so);
+          s = runStep(**cb, md, Phase::kComm, o.compute, &triad, o.zeroCopy, nullptr, &so);
           commOnly.push_back(so.ms);
         }
         for (int i = 0; i < o.steps && s.isOk(); ++i) {
-          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, &late, &so);
+          s = runStep(**cb, md, Phase::kStep, o.compute, &triad, o.zeroCopy, &late, &so);
           step.push_back(so.ms);
           omega.push_back(so.m.overlap);
           tail.push_back(so.m.exposedMs);
@@ -440,12 +447,14 @@ int runRank(const Options& o) {
         if (rank == 0) {
           char line[1024];
           snprintf(line, sizeof(line),
-                   "profile=%-10s mode=%-10s codec=%s ranks=%d tensors=%zu MiB=%.1f wire_MiB=%.2f "
+                   "profile=%-10s mode=%-10s codec=%s grads=%s ranks=%d tensors=%zu MiB=%.1f "
+                   "wire_MiB=%.2f "
                    "buckets=%zu "
                    "step_ms=%.2f compute_ms=%.2f comm_ms=%.2f exposed_ms=%.2f eta=%.3f omega=%.3f "
                    "tail_ms=%.2f tail_floor_ms=%.2f exposed_per_floor=%.2f skew_ms=%.3f "
                    "late_p99_ms=%.3f serial_speedup=%.2f compute=%s link=%s device=cpu",
-                   md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
+                   md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(),
+                   o.zeroCopy ? "zero-copy" : "copy", p, md.grads.size(),
                    static_cast<double>(bytes) / (1 << 20),
                    static_cast<double>(so.m.wireBytes) / (1 << 20), buckets, tStep, tComp, tComm,
                    exposed, eta, median(omega), median(tail), floorMs,
@@ -455,17 +464,19 @@ int runRank(const Options& o) {
           fflush(stdout);
           if (json != nullptr) {
             fprintf(json,
-                    "{\"profile\":\"%s\",\"mode\":\"%s\",\"codec\":\"%s\",\"ranks\":%d,"
+                    "{\"profile\":\"%s\",\"mode\":\"%s\",\"codec\":\"%s\",\"grads\":\"%s\","
+                    "\"ranks\":%d,"
                     "\"tensors\":%zu,\"bytes\":%zu,\"wire_bytes\":%llu,"
                     "\"buckets\":%zu,\"step_ms\":%.4f,\"compute_ms\":%.4f,\"comm_ms\":%.4f,"
                     "\"exposed_ms\":%.4f,\"eta\":%.4f,\"omega\":%.4f,\"tail_ms\":%.4f,"
                     "\"tail_floor_ms\":%.4f,"
                     "\"skew_ms\":%.4f,\"late_p99_ms\":%.4f,\"backward_ms\":%.1f,\"steps\":%d,"
                     "\"compute\":\"%s\",\"link\":\"%s\",\"device\":\"cpu\"}\n",
-                    md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(), p, md.grads.size(),
-                    bytes, static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp,
-                    tComm, exposed, eta, median(omega), median(tail), floorMs, median(skew),
-                    late[0], backwardMs, o.steps, computeLabel.c_str(), link.c_str());
+                    md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(),
+                    o.zeroCopy ? "zero-copy" : "copy", p, md.grads.size(), bytes,
+                    static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp, tComm,
+                    exposed, eta, median(omega), median(tail), floorMs, median(skew), late[0],
+                    backwardMs, o.steps, computeLabel.c_str(), link.c_str());
             fflush(json);
           }
         }

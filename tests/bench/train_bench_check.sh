@@ -4,14 +4,17 @@
 # object per profile and mode with the named fields, the profiles' tensor counts, one bucket per
 # tensor in per-tensor mode, exposed = step - compute and eta = 1 - exposed/comm as defined, and
 # every text line labelled compute=emulated ... device=cpu; tail_floor_ms, the last-ready
-# gradient's all-reduce alone, was timed.
+# gradient's all-reduce alone, was timed; --zero-copy runs and says so (grads=zero-copy).
 set -euo pipefail
 bin=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" --ranks 2 -p resnet50,bert-base -m per-tensor,fixed-25m,auto -n 2 -w 1 --scale 1000 \
   --backward-ms resnet50=5,bert-base=5 -J "$dir/out.json" -T 150 > "$dir/out.txt"
-python3 - "$dir/out.json" "$dir/out.txt" <<'PY'
+# Zero-copy (gradients in bucket storage, marked ready in place): BERT-base, auto.
+"$bin" --ranks 2 -p bert-base -m auto -n 2 -w 1 --scale 1000 --backward-ms 5 --zero-copy \
+  -J "$dir/zero.json" -T 150 > "$dir/zero.txt"
+python3 - "$dir/out.json" "$dir/out.txt" "$dir/zero.json" <<'PY'
 import json
 import sys
 
@@ -45,5 +48,9 @@ for r in rows:
 assert len(text) == 6, f"{len(text)} text lines"
 for line in text:
     assert "compute=emulated(sleep,profile=" in line and "device=cpu" in line, line
-print("train_bench_check: 6 rows ok")
+assert all(r["grads"] == "copy" for r in rows), "the default run is not in copy mode"
+zero = [json.loads(line) for line in open(sys.argv[3]) if line.strip()]
+assert len(zero) == 1 and zero[0]["grads"] == "zero-copy", f"zero-copy rows {zero}"
+assert zero[0]["tail_floor_ms"] > 0 and zero[0]["comm_ms"] > 0, zero[0]
+print("train_bench_check: 6 rows ok, and a zero-copy row")
 PY
