@@ -211,11 +211,12 @@ class Communicator::Impl {
   /// When publishWaitFor last ran (the thread running collectives only).
   uint64_t waitForPublishedNs_ = 0;
   /// Closed-loop tuning (the thread running collectives only): measured ÷ predicted time of the
-  /// latest all-reduces (a ring), when the next vote is due (a sequence number), the interval
+  /// latest all-reduces timed (a ring), when the next vote is due (a sequence number), the interval
   /// between votes (0: off; doubled by each re-probe), re-probes so far, and whether a vote or
   /// re-probe is running (its own collectives are neither recorded nor traced).
   std::vector<float> liveRatios_;
   size_t liveNext_ = 0;
+  uint32_t liveSkipped_ = 0;  ///< quick all-reduces seen (every kSmallSampling-th is timed)
   uint64_t nextVoteSeq_ = 0;
   uint64_t liveInterval_ = 0;
   int reprobes_ = 0;
