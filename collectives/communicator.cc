@@ -778,9 +778,9 @@ void Communicator::Impl::writeCache(const detail::PendingCache& pending,
 // Then every rank re-probes at that same point of the stream - a probe in the background would
 // share the cores and links with the job's own collectives and measure them - times the new model
 // as at creation, and installs it (and caches it) when it agrees with the live calls, else keeps
-// the old one; rank 0 logs one line saying why and what came of it. Each re-probe doubles the
-// interval, and after kMaxReprobes the checks stop: a machine whose speed swings back and forth
-// does not pay for a probe every few thousand calls.
+// the old one and stops checking; rank 0 logs one line saying why and what came of it. Each
+// re-probe doubles the interval, and after kMaxReprobes the checks stop: a machine whose speed
+// swings back and forth does not pay for a probe every few thousand calls.
 
 namespace {
 
@@ -861,6 +861,10 @@ Status Communicator::Impl::retune() {
   if (still.empty()) {
     installSelector(sel);
     writeCache(pending, *sel);
+  } else {
+    // The probe cannot do better on this machine now (4 ranks on 2 cores: a hand-off measured
+    // out of step with the scheduler): more re-probes would only cost the job their time.
+    liveInterval_ = 0;
   }
   nextVoteSeq_ = seq_ + liveInterval_;
   if (rank_ == 0) {
