@@ -832,13 +832,13 @@ Status Communicator::Impl::retune() {
   char why[200];
   if (largestMedian < 1 / kTooSlowFactor) {
     std::snprintf(why, sizeof(why),
-                  "live all-reduces took %.2gx the model's predictions (median of the latest "
-                  "%zu on the slowest rank)",
+                  "live all-reduces took %.2gx the model's predictions (median of up to the "
+                  "latest %zu on the slowest rank)",
                   largestMedian, kLiveWindow);
   } else if (smallestP10 > kTooFastFactor) {
     std::snprintf(why, sizeof(why),
-                  "live all-reduces took %.3gx the model's predictions (10th percentile of the "
-                  "latest %zu on the quickest rank)",
+                  "live all-reduces took %.3gx the model's predictions (10th percentile of up "
+                  "to the latest %zu on the quickest rank)",
                   smallestP10, kLiveWindow);
   } else {
     return Status::ok();
