@@ -150,6 +150,12 @@ class Communicator::Impl {
                                                           Deadline deadline, bool forceProbe,
                                                           const std::string& keyPrefix,
                                                           detail::PendingCache* pending);
+  /// A forced probe under `keyPrefix` and its selector timed as at creation (nothing installed);
+  /// *why says how its model is implausible against the live calls ("" when it is not).
+  Result<std::shared_ptr<detail::Selector>> probeAndCheck(const std::string& keyPrefix,
+                                                          Deadline deadline,
+                                                          detail::PendingCache* pending,
+                                                          std::string* why);
   /// Puts `selector` in effect at once for every thread, and forgets the earlier decisions.
   void installSelector(std::shared_ptr<detail::Selector> selector);
   /// Closed-loop tuning (docs/tuning-file.md): each all-reduce's time against its prediction;

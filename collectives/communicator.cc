@@ -691,12 +691,25 @@ std::string implausible(const std::string& source,
 
 }  // namespace
 
+Result<std::shared_ptr<detail::Selector>> Communicator::Impl::probeAndCheck(
+    const std::string& keyPrefix, Deadline deadline, detail::PendingCache* pending,
+    std::string* why) {
+  *pending = detail::PendingCache{};
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<detail::Selector> sel,
+                         buildSelector(options_.transport, deadline, true, keyPrefix, pending));
+  std::vector<CallCheck> checks;
+  BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel, &checks)
+                            .withContext("timing the collective call after re-probing"));
+  *why = implausible(sel->costModel().model().source, checks);
+  return sel;
+}
+
 // A fresh probe that fails the check is used by this job and not cached: probing again on the
 // same busy machine would only cost the time (and two probes in a row outran a 5 s creation
 // deadline under ctest -j2). A cached model that fails it is re-probed once: it came from
 // another moment, and would mislead every job until repaired; that costs one probe, as a cache
-// miss does. (No other thread sees this communicator yet: the selector is installed first and
-// then given its call overhead.)
+// miss does. (No other thread sees this communicator yet: the first selector is installed and
+// then given its call overhead; a re-probe's is timed first, then installed.)
 Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadline deadline) {
   detail::PendingCache pending;
   BRAID_ASSIGN_OR_RETURN(std::shared_ptr<detail::Selector> sel,
@@ -723,13 +736,8 @@ Status Communicator::Impl::setUpSelector(const std::string& transportName, Deadl
   if (reprobe) {
     const uint64_t t0 = nowNs();
     if (rank_ == 0) BRAID_WARN("calibration: the cached model %s; re-probing", why.c_str());
-    pending = detail::PendingCache{};
-    BRAID_ASSIGN_OR_RETURN(
-        sel, buildSelector(transportName, deadline, true, prefix_ + "reprobe/", &pending));
-    installSelector(sel);
-    BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel, &checks)
-                              .withContext("timing the collective call after re-probing"));
-    why = implausible(sel->costModel().model().source, checks);
+    BRAID_ASSIGN_OR_RETURN(sel, probeAndCheck(prefix_ + "reprobe/", deadline, &pending, &why));
+    installSelector(sel);  // used by this job either way
     if (rank_ == 0) {
       BRAID_WARN("calibration: re-probed in %.0f ms; %s", static_cast<double>(nowNs() - t0) / 1e6,
                  why.empty() ? "the new model agrees with the live calls"
@@ -850,14 +858,10 @@ Status Communicator::Impl::retune() {
   liveRatios_.clear();
   liveNext_ = 0;
   detail::PendingCache pending;
-  const Deadline deadline = Deadline::afterMs(timeoutMs_);
-  BRAID_ASSIGN_OR_RETURN(
-      std::shared_ptr<detail::Selector> sel,
-      buildSelector(options_.transport, deadline, true,
-                    prefix_ + "retune" + std::to_string(reprobes_) + "/", &pending));
-  std::vector<CallCheck> checks;
-  BRAID_RETURN_IF_ERROR(measureCallOverhead(*sel, &checks));
-  const std::string still = implausible(sel->costModel().model().source, checks);
+  std::string still;
+  BRAID_ASSIGN_OR_RETURN(std::shared_ptr<detail::Selector> sel,
+                         probeAndCheck(prefix_ + "retune" + std::to_string(reprobes_) + "/",
+                                       Deadline::afterMs(timeoutMs_), &pending, &still));
   if (still.empty()) {
     installSelector(sel);
     writeCache(pending, *sel);

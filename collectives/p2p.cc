@@ -113,20 +113,26 @@ Status P2p::checkRecvMeta(const Op& op) {
                          std::to_string(op.peer));
   }
   if (seq != seq_ || theirs != op.fp) {
-    if (seq == 0 && seq_ == 0 && !op.isSend && theirs.collective == Collective::kSend &&
-        op.fp.collective == Collective::kSend) {
-      // Send against receive (both take sequence 0 and describe the message as a send).
-      return invalidUsage(
-          "point-to-point mismatch: rank " + std::to_string(rank_) + "'s receive from rank " +
-          std::to_string(op.peer) + " expects " + std::to_string(op.fp.count) + " " +
-          dataTypeName(op.fp.type) + " but rank " + std::to_string(op.peer) + " sent " +
-          std::to_string(theirs.count) + " " + dataTypeName(theirs.type) +
-          "; a receive's count and type must match its send's (messages between two ranks "
-          "pair up in issue order)");
+    if (seq == 0 && pointToPointReceive(op) && theirs.collective == Collective::kSend) {
+      return receiveMismatch(op, std::to_string(theirs.count) + " " + dataTypeName(theirs.type),
+                             " (messages between two ranks pair up in issue order)");
     }
     return collectiveMismatch(rank_, seq_, op.fp, op.peer, seq, theirs);
   }
   return Status::ok();
+}
+
+// Send and recv take sequence 0 and describe every message as a send (collectives.cc).
+bool P2p::pointToPointReceive(const Op& op) const {
+  return !op.isSend && seq_ == 0 && op.fp.collective == Collective::kSend;
+}
+
+Status P2p::receiveMismatch(const Op& op, const std::string& sent, const char* note) const {
+  return invalidUsage("point-to-point mismatch: rank " + std::to_string(rank_) +
+                      "'s receive from rank " + std::to_string(op.peer) + " expects " +
+                      std::to_string(op.fp.count) + " " + dataTypeName(op.fp.type) + " but rank " +
+                      std::to_string(op.peer) + " sent " + sent +
+                      "; a receive's count and type must match its send's" + note);
 }
 
 Status P2p::progress(bool* progressed) {
@@ -164,13 +170,8 @@ Status P2p::progress(bool* progressed) {
     Status s = link.transport->test(op.req, &done, &bytes);
     if (!s.isOk()) {
       op.req = nullptr;
-      if (!op.isSend && s.code() == Code::kInvalidUsage && seq_ == 0 &&
-          op.fp.collective == Collective::kSend) {
-        return invalidUsage("point-to-point mismatch: rank " + std::to_string(rank_) +
-                            "'s receive from rank " + std::to_string(op.peer) + " expects " +
-                            std::to_string(op.fp.count) + " " + dataTypeName(op.fp.type) +
-                            " but rank " + std::to_string(op.peer) + " sent more (" + s.message() +
-                            "); a receive's count and type must match its send's");
+      if (s.code() == Code::kInvalidUsage && pointToPointReceive(op)) {
+        return receiveMismatch(op, "more (" + s.message() + ")", "");
       }
       if (!op.isSend && s.code() == Code::kInvalidUsage) {
         // A larger message than this rank expected: the ranks disagree on the collective.

@@ -109,8 +109,6 @@ class P2p {
   Status waitAllPolling(const std::function<void()>& poll);
   /// Whether a posted operation has completed (until the next waitAll forgets it).
   bool done(Handle h) const { return ops_[h].done; }
-  /// Operations posted since the last waitAll.
-  size_t posted() const { return ops_.size(); }
   /// Convenience: post both, wait for both.
   Status sendRecv(int sendPeer, const void* sbuf, size_t sbytes, int recvPeer, void* rbuf,
                   size_t rbytes);
@@ -151,6 +149,10 @@ class P2p {
   // whether anything progressed.
   Status progress(bool* progressed);
   Status checkRecvMeta(const Op& op);
+  /// A receive of send/recv or a p2p group (not of a collective).
+  bool pointToPointReceive(const Op& op) const;
+  /// "point-to-point mismatch: rank R's receive from rank Q expects N T but rank Q sent <sent>".
+  Status receiveMismatch(const Op& op, const std::string& sent, const char* note) const;
   Status timeoutStatus(uint64_t nowNs, uint64_t minSilenceNs);
   /// How long the pending operation has heard nothing from its peer: since it was posted or
   /// since an operation with that peer last completed, whichever is later. A transfer counts

@@ -206,6 +206,9 @@ class GroupEngine {
     ++completed_;
   }
 
+  /// Whether the job has a Python iterator of further steps.
+  static bool hasMore(const Job& j) { return !(j.more.is_none() || !j.more); }
+
   static bool p2pOnly(const Job& j) {
     for (const Step& s : j.steps) {
       if (s.kind != Collective::kSend && s.kind != Collective::kRecv) return false;
@@ -232,31 +235,30 @@ class GroupEngine {
     std::vector<Job> members;
     std::vector<size_t> owner;  // per operation: its job in members
     std::vector<size_t> left;   // per job: operations not yet completed
-    std::vector<char> finished;
     std::vector<P2pOp> ops;
     auto add = [&](Job j, std::vector<P2pOp>* to) {
       const size_t before = to->size();
       appendOps(j, to);
       owner.resize(before + j.steps.size(), members.size());
       left.push_back(j.steps.size());
-      finished.push_back(0);
       members.push_back(std::move(j));
     };
     add(std::move(first), &ops);
-    const bool firstHasMore = !(members[0].more.is_none() || !members[0].more);
+    const bool firstHasMore = hasMore(members[0]);
+    // Completed during the group (the first job, when it has more, only after it).
+    auto finished = [&](size_t m) { return left[m] == 0 && !(m == 0 && firstHasMore); };
     P2pGroupHooks hooks;
     hooks.join = [&](std::vector<P2pOp>* more) {
       std::lock_guard<std::mutex> lock(mu_);
-      while (!stopping_ && !jobs_.empty() && p2pOnly(jobs_.front()) &&
-             (jobs_.front().more.is_none() || !jobs_.front().more)) {
+      while (!stopping_ && !jobs_.empty() && p2pOnly(jobs_.front()) && !hasMore(jobs_.front())) {
         add(std::move(jobs_.front()), more);
         jobs_.pop_front();
       }
     };
     hooks.completed = [&](size_t i) {
       const size_t m = owner[i];
-      if (--left[m] != 0 || (m == 0 && firstHasMore)) return;
-      finished[m] = 1;
+      --left[m];
+      if (!finished(m)) return;
       complete(members[m], Status::ok(), rank, /*release=*/false);
       countCompleted();
     };
@@ -272,7 +274,7 @@ class GroupEngine {
     }
     // Once a release destroyed this engine only the local jobs are touched (static calls).
     for (size_t m = 0; m < members.size(); ++m) {
-      if (finished[m]) {
+      if (finished(m)) {
         release(members[m]);
         continue;
       }
@@ -298,10 +300,12 @@ class GroupEngine {
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable("braid process group: completing an operation");
     }
-    if (release) {
-      j.more = py::object();
-      j.done = py::object();
-    }
+    if (release) dropObjects(j);
+  }
+
+  static void dropObjects(Job& j) {
+    j.more = py::object();
+    j.done = py::object();
   }
 
   static void leak(Job& j) {
@@ -316,8 +320,7 @@ class GroupEngine {
       leak(j);
       return;
     }
-    j.more = py::object();
-    j.done = py::object();
+    dropObjects(j);
   }
 
   Status run(Job& j, const bool& destroyed) {
@@ -326,7 +329,7 @@ class GroupEngine {
       if (comm_->closed()) return invalidUsage("the communicator of the process group was closed");
       Communicator& c = *comm_->raw();
       for (const Step& s : steps) BRAID_RETURN_IF_ERROR(runStep(c, s));
-      if (j.more.is_none() || !j.more) return Status::ok();
+      if (!hasMore(j)) return Status::ok();
       GilSection py;
       if (!py.entered()) {
         return invalidUsage("braid process group: the Python interpreter is exiting");
