@@ -165,6 +165,28 @@ inline size_t blockStart(size_t count, int n, int i) {
   return ui * base + (ui < rem ? ui : rem);
 }
 
+/// Shared windows (Communicator::allocShared): the frame of the shm rows' schedules that read
+/// the peers' buffers where they lie (shm_windows.cc; allreduce/shm.cc and the others use it).
+struct WindowedCall {
+  uint64_t g = 0;
+  const uint8_t* send[kMaxLocalRanks] = {};  ///< every local rank's send buffer, mapped here
+  uint8_t* recv[kMaxLocalRanks] = {};        ///< and its receive buffer
+};
+/// Whether the call runs in windows: every rank is on this host, the message (`bytes`, the
+/// collective's whole vector) is above the size where the segment's one hand-off is quicker,
+/// and this rank's send (sendBytes) and receive (recvBytes) buffers lie in its windows; then
+/// *sendRef and *recvRef name them.
+bool inSharedWindows(const CollArgs& a, size_t bytes, const void* sendbuf, size_t sendBytes,
+                     const void* recvbuf, size_t recvBytes, uint64_t* sendRef, uint64_t* recvRef);
+/// Publishes the references, arrives with the fingerprint marked as a call in windows (a rank
+/// whose buffers are not fails the order check: sharedWindowsRoot), waits for every local rank
+/// and resolves their buffers (sendBytes and recvBytes: what every rank's buffers hold).
+Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, size_t sendBytes,
+                            size_t recvBytes, WindowedCall* w);
+/// The last hand-off: no rank returns (letting its caller rewrite its buffers) while a peer
+/// still reads them.
+Status endInSharedWindows(const CollArgs& a);
+
 /// Copies src to dst unless they are the same buffer.
 void copyIfDistinct(void* dst, const void* src, size_t bytes);
 

@@ -242,6 +242,22 @@ braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
 
 braidResult_t braidBarrier(braidComm_t comm) { BRAID_C_CALL(comm, barrier()); }
 
+braidResult_t braidCommAllocShared(braidComm_t comm, size_t size, void** ptr) {
+  BRAID_C_CHECK_COMM(comm);
+  if (ptr == nullptr) return badArg("ptr is null");
+  *ptr = nullptr;
+  return guarded([&]() -> braidResult_t {
+    braid::Result<void*> p = comm->comm->allocShared(size);
+    if (!p.isOk()) return toResult(p.status());
+    *ptr = *p;
+    return braidSuccess;
+  });
+}
+
+braidResult_t braidCommFreeShared(braidComm_t comm, void* ptr) {
+  BRAID_C_CALL(comm, freeShared(ptr));
+}
+
 braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm) {
   BRAID_C_CALL(comm, send(sendbuff, count, toType(datatype), peer));

@@ -1,6 +1,9 @@
 // The Communicator's public operations: argument checks (bad input is rejected before anything
 // is sent, and leaves the communicator usable), fingerprints, and dispatch to algorithms.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -472,6 +475,87 @@ Status Communicator::barrier() {
   return impl_->run(
       makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, -1), true,
       [=](const detail::CollArgs& a) { return runChoice(choice, a, nullptr, nullptr, 0, -1); });
+}
+
+Result<void*> Communicator::allocShared(size_t bytes) { return impl_->allocShared(bytes); }
+
+Status Communicator::freeShared(void* ptr) { return impl_->freeShared(ptr); }
+
+// Every rank's word, gathered from inside an operation (allocShared, freeShared): they agree
+// across hosts, which the host's segment alone cannot see.
+Result<std::vector<uint64_t>> Communicator::Impl::gatherWords(uint64_t word) {
+  std::vector<uint64_t> words(static_cast<size_t>(size_));
+  BRAID_ASSIGN_OR_RETURN(Op o, allGatherOp(&word, words.data(), 1, DataType::kUint64));
+  BRAID_RETURN_IF_ERROR(run(o.fp, true, o.body));
+  return words;
+}
+
+Result<void*> Communicator::Impl::allocShared(size_t bytes) {
+  // The result travels out of the body: a rank that cannot allocate fails the call on every
+  // rank (they agree on it), not the communicator; only a failed synchronization does that.
+  Result<void*> out = internalError("allocShared did not run");
+  const uint32_t id = ++lastWindowId_;
+  BRAID_RETURN_IF_ERROR(run(
+      makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, detail::kRootWindowAlloc),
+      true, [&](const detail::CollArgs& a) -> Status {
+        if (a.hostShm != nullptr) {
+          out = a.hostShm->allocWindow(id, bytes, a.seq, a.fp);
+          const Code c = out.status().code();
+          if (!out.isOk() && c != Code::kSystem && c != Code::kInvalidArgument) return out.status();
+        } else {
+          const size_t mapBytes = std::max<size_t>(bytes, 1);
+          void* p =
+              mmap(nullptr, mapBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          if (p == MAP_FAILED) {
+            out = errnoError("allocShared of " + std::to_string(bytes) + " bytes", errno);
+          } else {
+            privateWindows_[p] = {id, mapBytes};
+            out = p;
+          }
+        }
+        BRAID_ASSIGN_OR_RETURN(std::vector<uint64_t> failed, gatherWords(out.isOk() ? 0 : 1));
+        for (int r = 0; r < size_ && out.isOk(); ++r) {
+          if (failed[static_cast<size_t>(r)] == 0) continue;
+          releaseWindow(id, *out);
+          out = systemError("allocShared of " + std::to_string(bytes) + " bytes failed on rank " +
+                            std::to_string(r) + " (see its error); nothing was allocated");
+        }
+        return Status::ok();
+      }));
+  return out;
+}
+
+void Communicator::Impl::releaseWindow(uint32_t id, void* ptr) {
+  if (auto it = privateWindows_.find(ptr); it != privateWindows_.end()) {
+    munmap(it->first, it->second.second);
+    privateWindows_.erase(it);
+  } else if (segment_) {
+    segment_->freeWindow(id);
+  }
+}
+
+// Local: unmapping this process's view of a window is safe whatever the peers do (the pages
+// live while any process maps them). It runs as an operation (no sequence number) so that it
+// keeps issue order with the asynchronous ones that may still use the window.
+Status Communicator::Impl::freeShared(void* ptr) {
+  Status out;
+  BRAID_RETURN_IF_ERROR(run(
+      makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, detail::kRootWindowFree),
+      false, [&](const detail::CollArgs& a) -> Status {
+        auto it = privateWindows_.find(ptr);
+        const uint32_t id = it != privateWindows_.end() ? it->second.first
+                            : a.hostShm != nullptr      ? a.hostShm->windowId(ptr)
+                                                        : 0;
+        if (id == 0) {
+          out = invalidArgument(
+              "freeShared: this pointer is not one allocShared returned on "
+              "this communicator (or it was freed already)");
+        } else {
+          releaseWindow(id, ptr);
+        }
+        return Status::ok();
+      }));
+  return out;
 }
 
 Status Communicator::send(const void* buf, size_t count, DataType type, int peer) {

@@ -73,6 +73,14 @@ class Communicator::Impl {
   Result<Op> broadcastOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                          int root) const;
   bool hasSegment() const { return segment_ != nullptr; }
+  /// Communicator::allocShared/freeShared: windows of the host's segment, or, with no segment
+  /// (one rank on this host, or the tcp transport forced), private memory kept in privateWindows_.
+  Result<void*> allocShared(size_t bytes);
+  Status freeShared(void* ptr);
+  /// Every rank's word, gathered from inside an operation (an all-gather run in place).
+  Result<std::vector<uint64_t>> gatherWords(uint64_t word);
+  /// Unmaps window id, which starts at ptr here (private or in the segment).
+  void releaseWindow(uint32_t id, void* ptr);
   /// Times real 8-byte all-reduces and gives the selector's model the per-call cost its other
   /// terms leave out (FabricModel::callUs, the largest any rank saw, so all ranks agree). Run
   /// collectively when the communicator is created; skipped with BRAID_CALIBRATION=off.
@@ -206,6 +214,9 @@ class Communicator::Impl {
   std::unique_ptr<detail::Tracer> tracer_;  // before p2p_, which points to it
   std::unique_ptr<detail::P2p> p2p_;
   detail::Scratch scratch_, outerScratch_;
+  /// allocShared without a segment: start → (window id, bytes); ids count every allocShared.
+  std::map<void*, std::pair<uint32_t, size_t>> privateWindows_;
+  uint32_t lastWindowId_ = 0;
   uint64_t seq_ = 0;
   uint64_t nextStoreCheckNs_ = 0;
   /// The collective this rank is running (sequence 0: none), since when, and whether it has

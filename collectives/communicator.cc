@@ -1,9 +1,8 @@
 // The host-memory Communicator: setup (host grouping, connections, intra-host segment), argument
 // checks, the order/fingerprint sequence, failure propagation and the asynchronous queue. The
 // algorithms themselves live one per file (allreduce/*.cc, broadcast.cc, ...).
-#include "collectives/comm_impl.h"
-
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,10 +13,11 @@
 #include <fstream>
 #include <map>
 
+#include "collectives/comm_impl.h"
+#include "collectives/selector/calibration.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
-#include "collectives/selector/calibration.h"
 #include "topology/detect.h"
 #include "topology/sysfs.h"
 #include "transport/bootstrap/bootstrap.h"
@@ -362,6 +362,7 @@ Communicator::Impl::~Impl() {
   }
   queueCv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  for (const auto& [p, window] : privateWindows_) munmap(p, window.second);
   // Rank 0 usually serves the rendezvous store: it stays until every rank has left (bounded), so
   // that peers can still read an abort record or finish their own teardown. Once all have left,
   // nobody reads this communicator's keys any more, and rank 0 erases them (a job that splits

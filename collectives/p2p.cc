@@ -17,6 +17,12 @@ std::string Fingerprint::describe() const {
     s += std::string(", ") + reduceOpName(op);
   }
   if (root >= 0) s += ", root=" + std::to_string(root);
+  if (root <= kRootedSharedWindows) s += ", root=" + std::to_string(kRootedSharedWindows - root);
+  if (root == kRootSharedWindows || root <= kRootedSharedWindows) {
+    s += ", buffers in shared windows";
+  }
+  if (root == kRootWindowAlloc) s += ": allocShared";
+  if (root == kRootWindowFree) s += ": freeShared";
   return s + ")";
 }
 

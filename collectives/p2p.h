@@ -39,6 +39,18 @@ struct Fingerprint {
   std::string describe() const;
 };
 
+/// Roots (negative) that mark an operation's variant, so that ranks running different variants
+/// fail the order check instead of corrupting each other's data (describe() names them).
+inline constexpr int kRootSharedWindows = -2;  ///< a collective on buffers in shared windows
+inline constexpr int kRootWindowAlloc = -3;    ///< Communicator::allocShared (as a barrier)
+inline constexpr int kRootWindowFree = -4;     ///< Communicator::freeShared (as a barrier)
+/// A rooted collective (root ≥ 0) on buffers in shared windows: kRootedSharedWindows − root.
+inline constexpr int kRootedSharedWindows = -16;
+/// The root a collective on buffers in shared windows carries in its fingerprint.
+inline int sharedWindowsRoot(int root) {
+  return root < 0 ? kRootSharedWindows : kRootedSharedWindows - root;
+}
+
 /// collective | dtype | op | root in one word (the count travels beside it): the form of a
 /// fingerprint in frame metadata, in the intra-host segment and in the rendezvous store.
 uint64_t packFingerprint(const Fingerprint& fp);

@@ -43,10 +43,13 @@ struct ShmSegment::Control {
   // Fingerprint per half: collective|dtype|op|root, seq, count.
   alignas(kLine) uint64_t fp[2][3];
   uint8_t pad[kLine - 48];
+  // Per half, like fp: the operation's send and receive buffers in shared windows (windowRef;
+  // 0: not in a window), or allocWindow's word.
+  alignas(kLine) uint64_t win[2][2];
   // Ranks asleep (futex) on this rank's arrive or done flag; the owner wakes them after a store.
   alignas(kLine) std::atomic<uint32_t> sleepers;
 };
-static_assert(sizeof(ShmSegment::Control) == 5 * 64, "control block is five cache lines");
+static_assert(sizeof(ShmSegment::Control) == 6 * 64, "control block is six cache lines");
 
 namespace {
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -158,6 +161,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
 }
 
 ShmSegment::~ShmSegment() {
+  releaseWindows();
   if (me_ == 0 && !unlinked_ && !name_.empty()) shm_unlink(name_.c_str());
   if (base_ != nullptr) munmap(base_, mapBytes_);
 }
@@ -328,6 +332,168 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints,
     }
   }
   return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared windows
+
+namespace {
+// A window reference: the window's id above bit 40, the offset in it below.
+constexpr int kRefOffsetBits = 40;
+constexpr uint64_t kRefOffsetMask = (uint64_t{1} << kRefOffsetBits) - 1;
+constexpr uint32_t kMaxWindowId = (1u << 23) - 1;
+constexpr uint64_t kAllocFailed = ~uint64_t{0};
+}  // namespace
+
+std::string ShmSegment::windowName(uint32_t id, int localIndex) const {
+  return name_ + ".w" + std::to_string(id) + "." + std::to_string(localIndex);
+}
+
+void ShmSegment::unmapWindow(const Window& w) {
+  for (size_t i = 0; i < w.base.size(); ++i) {
+    if (w.base[i] != nullptr) munmap(w.base[i], w.bytes[i]);
+  }
+}
+
+void ShmSegment::releaseWindows() {
+  for (const Window& w : windows_) unmapWindow(w);
+  windows_.clear();
+}
+
+Status ShmSegment::exchangeWord(uint64_t word, uint64_t seq, const Fingerprint& fp,
+                                std::vector<uint64_t>* words) {
+  const uint64_t g = nextGeneration();
+  setWindowRefs(g, word, 0);
+  arrive(g, seq, fp);
+  BRAID_RETURN_IF_ERROR(waitArrived(g, true));
+  words->assign(static_cast<size_t>(localSize()), 0);
+  for (int i = 0; i < localSize(); ++i) (*words)[i] = control(i)->win[g & 1][0];
+  return Status::ok();
+}
+
+Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
+                                      const Fingerprint& fp) {
+  const size_t pageBytes = roundUp(std::max<size_t>(bytes, 1), 4096);
+  Window w;
+  w.id = id;
+  w.base.assign(static_cast<size_t>(localSize()), nullptr);
+  w.bytes.assign(static_cast<size_t>(localSize()), 0);
+  // This rank's part: reserved (a full /dev/shm fails here, not with a SIGBUS later) and mapped.
+  std::string failure;
+  const std::string mine = windowName(id, me_);
+  if (id == 0 || id > kMaxWindowId || pageBytes > kRefOffsetMask) {
+    failure = id > kMaxWindowId ? "too many shared windows" : "more than 1 TiB";
+  } else {
+    shm_unlink(mine.c_str());  // a leftover of a crashed job with the same name
+    int fd = shm_open(mine.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    int err = fd < 0 ? errno : posix_fallocate(fd, 0, static_cast<off_t>(pageBytes));
+    void* p = MAP_FAILED;
+    if (err == 0) {
+      p = mmap(nullptr, pageBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) err = errno;
+    }
+    if (fd >= 0) close(fd);
+    if (err != 0) {
+      failure = std::string(std::strerror(err)) + " (is /dev/shm large enough?)";
+      shm_unlink(mine.c_str());
+    } else {
+      w.base[me_] = static_cast<uint8_t*>(p);
+      w.bytes[me_] = pageBytes;
+    }
+  }
+  // Every rank learns whether every part exists, then maps the others' parts.
+  std::vector<uint64_t> words;
+  Status s = exchangeWord(failure.empty() ? pageBytes : kAllocFailed, seq, fp, &words);
+  if (!s.isOk()) {  // a peer stalled or left: the communicator fails
+    if (w.base[me_] != nullptr) shm_unlink(mine.c_str());
+    unmapWindow(w);
+    return s;
+  }
+  for (int i = 0; s.isOk() && i < localSize(); ++i) {
+    if (words[i] == kAllocFailed) {
+      s = systemError("allocating a shared window of " + std::to_string(bytes) +
+                      " bytes: local rank " + std::to_string(i) + " (rank " +
+                      std::to_string(localRanks_[i]) + ") could not" +
+                      (i == me_ ? ": " + failure : " (see its error)"));
+    }
+  }
+  for (int i = 0; s.isOk() && i < localSize(); ++i) {
+    if (i == me_) continue;
+    const std::string theirs = windowName(id, i);
+    int fd = shm_open(theirs.c_str(), O_RDWR, 0600);
+    void* p =
+        fd < 0 ? MAP_FAILED
+               : mmap(nullptr, words[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+      s = errnoError(
+          "mapping rank " + std::to_string(localRanks_[i]) + "'s shared window " + theirs, errno);
+    } else {
+      w.base[i] = static_cast<uint8_t*>(p);
+      w.bytes[i] = words[i];
+    }
+    if (fd >= 0) close(fd);
+  }
+  // Once every rank mapped every part (or gave up), the names go: nothing leaks.
+  std::vector<uint64_t> mapped;
+  Status t = exchangeWord(s.isOk() ? 1 : kAllocFailed, seq, fp, &mapped);
+  if (w.base[me_] != nullptr) shm_unlink(mine.c_str());
+  for (int i = 0; s.isOk() && t.isOk() && i < localSize(); ++i) {
+    if (mapped[i] == kAllocFailed) {
+      s = systemError("allocating a shared window: rank " + std::to_string(localRanks_[i]) +
+                      " could not map the others' parts (see its error)");
+    }
+  }
+  if (!s.isOk() || !t.isOk()) {
+    unmapWindow(w);
+    return !t.isOk() ? t : s;
+  }
+  windows_.push_back(std::move(w));
+  return static_cast<void*>(windows_.back().base[me_]);
+}
+
+uint32_t ShmSegment::windowId(const void* ptr) const {
+  for (const Window& w : windows_) {
+    if (w.base[me_] == ptr) return w.id;
+  }
+  return 0;
+}
+
+void ShmSegment::freeWindow(uint32_t id) {
+  auto it =
+      std::find_if(windows_.begin(), windows_.end(), [&](const Window& w) { return w.id == id; });
+  if (it == windows_.end()) return;
+  unmapWindow(*it);
+  windows_.erase(it);
+}
+
+uint64_t ShmSegment::windowRef(const void* p, size_t bytes) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (const Window& w : windows_) {
+    const uint8_t* base = w.base[me_];
+    if (b >= base && bytes <= w.bytes[me_] &&
+        static_cast<size_t>(b - base) <= w.bytes[me_] - bytes) {
+      return (uint64_t{w.id} << kRefOffsetBits) | static_cast<uint64_t>(b - base);
+    }
+  }
+  return 0;
+}
+
+void ShmSegment::setWindowRefs(uint64_t g, uint64_t send, uint64_t recv) {
+  Control* c = control(me_);
+  c->win[g & 1][0] = send;
+  c->win[g & 1][1] = recv;
+}
+
+const uint8_t* ShmSegment::peerWindow(int i, uint64_t g, bool send, size_t bytes) const {
+  const uint64_t ref = control(i)->win[g & 1][send ? 0 : 1];
+  const uint32_t id = static_cast<uint32_t>(ref >> kRefOffsetBits);
+  const uint64_t off = ref & kRefOffsetMask;
+  for (const Window& w : windows_) {
+    if (w.id != id) continue;
+    if (bytes > w.bytes[i] || off > w.bytes[i] - bytes) return nullptr;
+    return w.base[i] + off;
+  }
+  return nullptr;
 }
 
 }  // namespace braid::detail

@@ -90,6 +90,29 @@ class ShmSegment {
   /// another fingerprint; ok otherwise.
   Status checkAnnouncements() const;
 
+  /// Shared windows (Communicator::allocShared): memory of this rank that every local rank maps,
+  /// so that a collective on buffers inside it reads the peers' data where it lies, with no copy
+  /// through the data slots. Collective over the host's ranks, called in the same order on
+  /// every one with the same id (seq and fp: the operation's, for the order check). Each rank's
+  /// part is a POSIX shm object of its own (sizes may differ), its pages reserved and mapped up
+  /// front. If any local rank cannot allocate or map its part, every local rank fails with an
+  /// error naming it and keeps nothing.
+  Result<void*> allocWindow(uint32_t id, size_t bytes, uint64_t seq, const Fingerprint& fp);
+  /// The id of the window starting at ptr on this rank (0: none).
+  uint32_t windowId(const void* ptr) const;
+  /// Unmaps window id here (the caller agreed with every rank that nobody uses it any more).
+  void freeWindow(uint32_t id);
+  /// Frees every window (the communicator's end).
+  void releaseWindows();
+  /// A reference to [p, p + bytes) when it lies inside one of this rank's windows, 0 otherwise.
+  uint64_t windowRef(const void* p, size_t bytes) const;
+  /// Publishes this rank's references for generation g; call it just before arrive(g) (the same
+  /// rule as arrive's: they share generation g's half).
+  void setWindowRefs(uint64_t g, uint64_t send, uint64_t recv);
+  /// Local rank i's references of generation g (after waitArrived(g)) resolved in this process:
+  /// null when rank i published none, or one that names no window of rank i holding `bytes`.
+  const uint8_t* peerWindow(int i, uint64_t g, bool send, size_t bytes) const;
+
   /// Sets the host-wide abort word (first writer wins); every waiting local rank fails.
   void raiseAbort(int code, int originRank);
   /// ok, or a kRemote naming the rank that aborted.
@@ -104,6 +127,19 @@ class ShmSegment {
   Status waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints, int only = -1);
   void wakeSleepers(Control* c);
 
+  struct Window {
+    uint32_t id = 0;
+    std::vector<uint8_t*> base;  ///< per local rank, its part mapped here
+    std::vector<size_t> bytes;
+  };
+  /// The synchronization of allocWindow: publishes `word` (the window refs slot),
+  /// arrives and waits for every local rank; *words gets every rank's word.
+  Status exchangeWord(uint64_t word, uint64_t seq, const Fingerprint& fp,
+                      std::vector<uint64_t>* words);
+  std::string windowName(uint32_t id, int localIndex) const;
+  static void unmapWindow(const Window& w);
+
+  std::vector<Window> windows_;
   std::string name_;
   void* base_ = nullptr;
   size_t mapBytes_ = 0;

@@ -6,7 +6,7 @@
 // synchronization per piece). Blocks of any size stay in the segment: on the 2-core VM this
 // ran faster than the ring over the transport at every size from 4 KiB to 64 MiB (2 ranks: by
 // 5% at 256 KiB–1 MiB, 20–40% from 4 MiB up; 4 ranks: 1.7–8×; braid-perf-allgather -a all
-// --rounds 3).
+// --rounds 3). Buffers in shared windows take runInWindows below instead.
 // Cost for S = p·b bytes (b a block) in k pieces: k·α_sync + b/B_copy (in) + (p−1)·b/B_copy
 // (out), slower out of cache like every other stream; B_copy was measured with every local rank
 // copying at once (calibration.cc), so the shared cores are in it already.
@@ -20,6 +20,28 @@
 
 namespace braid::detail {
 
+namespace {
+
+// Buffers in shared windows on every rank (Communicator::allocShared): every rank copies the
+// others' blocks straight from their send buffers (one copy per byte, none through the slots),
+// then a last hand-off keeps each send buffer unchanged until every peer has read it.
+Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
+                    size_t bytes) {
+  const int p = a.shm->localSize();
+  const int me = a.shm->localIndex();
+  WindowedCall w;
+  BRAID_RETURN_IF_ERROR(
+      beginInSharedWindows(a, sendRef, recvRef, bytes, bytes * static_cast<size_t>(p), &w));
+  uint8_t* out = static_cast<uint8_t*>(recvbuf);
+  for (int k = 1; k <= p; ++k) {  // the next rank's block first: the ranks spread their reads
+    const int i = (me + k) % p;
+    copyIfDistinct(out + static_cast<size_t>(i) * bytes, w.send[i], bytes);
+  }
+  return endInSharedWindows(a);
+}
+
+}  // namespace
+
 namespace all_gather_shm {
 
 Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcount,
@@ -29,6 +51,11 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
   if (a.size == 1 || seg == nullptr) {
     if (a.size > 1) return internalError("shm all-gather needs one host");
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
+  }
+  const size_t total = bytes * static_cast<size_t>(a.size);
+  uint64_t sendRef = 0, recvRef = 0;
+  if (inSharedWindows(a, total, sendbuf, bytes, recvbuf, total, &sendRef, &recvRef)) {
+    return runInWindows(a, sendRef, recvRef, recvbuf, bytes);
   }
   const int p = seg->localSize();
   const int me = seg->localIndex();

@@ -20,6 +20,7 @@
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
 //   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
 //   bandwidth term.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -31,6 +32,50 @@ namespace {
 
 constexpr size_t kSmallBytes = 16 * 1024;
 constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
+/// The windowed schedule folds the p contributions of a shard through a tile that stays in L1.
+constexpr size_t kTileBytes = 16 * 1024;
+
+// Send and receive buffers in shared windows on every rank (Communicator::allocShared): the
+// ranks read each other's buffers where they lie, so none of the staging copies below happens.
+//   arrive (publishing the two buffers' window references) → rank i folds shard i of the p send
+//   buffers in rank order through an L1 tile and streams it into its receive buffer (non-
+//   temporal stores: the peers then read it from L3 or memory, not from lines dirty in this
+//   core's cache) → done → every rank copies the other shards from the peers' receive buffers →
+//   a last hand-off, so that no rank returns (and lets its caller rewrite its buffers) while a
+//   peer still reads them.
+// Per rank: (p−1)/p·S read from the peers in the fold, S/p streamed out, (p−1)/p·S copied in;
+// three hand-offs. On the 2-core VM (2 ranks, braid-perf -R 0 vs -R 1, interleaved) 1.6× quicker
+// at 1 MiB and 1.9× at 4 MiB out of place; in place (the input rewritten by the previous call)
+// 1.05× and 1.3×.
+Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
+                    size_t count) {
+  const int p = a.shm->localSize();
+  const int me = a.shm->localIndex();
+  const size_t es = a.elemSize;
+  WindowedCall w;
+  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, sendRef, recvRef, count * es, count * es, &w));
+  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
+  const size_t lo = blockStart(count, p, me);
+  const size_t hi = blockStart(count, p, me + 1);
+  alignas(64) uint8_t tile[kTileBytes];
+  const size_t tileCount = std::max<size_t>(1, kTileBytes / es);
+  for (size_t c = lo; c < hi; c += tileCount) {
+    const size_t n = std::min(tileCount, hi - c);
+    a.reduce(tile, w.send[0] + c * es, w.send[1] + c * es, n);
+    for (int i = 2; i < p; ++i) a.reduce(tile, tile, w.send[i] + c * es, n);
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, tile, n, p);
+    copyToShared(dst + c * es, tile, n * es);
+  }
+  a.shm->markDone(w.g);
+  BRAID_RETURN_IF_ERROR(a.shm->waitDone(w.g));
+  for (int i = 0; i < p; ++i) {
+    if (i == me) continue;
+    const size_t ilo = blockStart(count, p, i);
+    const size_t ihi = blockStart(count, p, i + 1);
+    std::memcpy(dst + ilo * es, w.recv[i] + ilo * es, (ihi - ilo) * es);
+  }
+  return endInSharedWindows(a);
+}
 
 }  // namespace
 
@@ -42,6 +87,10 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   ShmSegment* seg = a.shm;
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
+  uint64_t sendRef = 0, recvRef = 0;
+  if (inSharedWindows(a, bytes, sendbuf, bytes, recvbuf, bytes, &sendRef, &recvRef)) {
+    return runInWindows(a, sendRef, recvRef, recvbuf, count);
+  }
   if (bytes > seg->halfBytes()) return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
   // One chunk (at most a half slot). count == 0 still synchronizes once, so that a mismatch
   // (0 vs n) is detected.

@@ -20,6 +20,22 @@
 
 namespace braid::detail {
 
+namespace {
+
+// Buffers in shared windows on every rank (the root's send and receive buffers, the others'
+// receive buffers; Communicator::allocShared): every rank copies the message straight from the
+// root's send buffer (one copy, no pieces through the root's slot), then a last hand-off keeps
+// it unchanged until every rank has read it.
+Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
+                    size_t bytes, int root) {
+  WindowedCall w;
+  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, sendRef, recvRef, bytes, bytes, &w));
+  copyIfDistinct(recvbuf, w.send[root], bytes);
+  return endInSharedWindows(a);
+}
+
+}  // namespace
+
 namespace broadcast_shm {
 
 Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, int root) {
@@ -29,6 +45,12 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   if (a.size == 1 || seg == nullptr) {
     if (a.size > 1) return internalError("shm broadcast needs one host");
     return broadcastTree(a, sendbuf, recvbuf, count, root);
+  }
+  // Only the root's send buffer is read; the others' stands for their receive buffer.
+  const void* windowSend = seg->localIndex() == root ? sendbuf : recvbuf;
+  uint64_t sendRef = 0, recvRef = 0;
+  if (inSharedWindows(a, bytes, windowSend, bytes, recvbuf, bytes, &sendRef, &recvRef)) {
+    return runInWindows(a, sendRef, recvRef, recvbuf, bytes, root);
   }
   // On one host the local index is the rank.
   const int me = seg->localIndex();

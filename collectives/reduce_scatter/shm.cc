@@ -4,9 +4,11 @@
 // alternating between calls as in allreduce/shm.cc): copy the p − 1 blocks the other ranks
 // reduce into the slot → arrive → reduce the own block from the p contributions in rank order
 // into the output (one synchronization; the own contribution read from the input). Larger
-// inputs take the ring (reduce_scatter/ring.cc) over the transport.
+// inputs take the ring (reduce_scatter/ring.cc) over the transport; buffers in shared windows
+// take runInWindows below at any size.
 // Cost for S = p·b bytes: α_sync + (p−1)·b/B_copy (in) + (p−1)·b·γ (every rank reduces its block
 // at once, sharing the cores: cpuShare), slower out of cache.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -15,6 +17,42 @@
 
 namespace braid::detail {
 
+namespace {
+
+/// The windowed fold goes through a tile that stays in L1 (in place, the output is the own
+/// input block, which must be read before it is written).
+constexpr size_t kTileBytes = 16 * 1024;
+
+// Buffers in shared windows on every rank (Communicator::allocShared): every rank folds its
+// block of the p send buffers where they lie, in rank order, into its output (no copy into the
+// slots), then a last hand-off keeps each send buffer unchanged until every peer has read it.
+// Any size: nothing passes through the segment.
+Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
+                    size_t recvcount) {
+  const int p = a.shm->localSize();
+  const int me = a.shm->localIndex();
+  const size_t es = a.elemSize;
+  const size_t bytes = recvcount * es;
+  WindowedCall w;
+  BRAID_RETURN_IF_ERROR(
+      beginInSharedWindows(a, sendRef, recvRef, bytes * static_cast<size_t>(p), bytes, &w));
+  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
+  const size_t lo = static_cast<size_t>(me) * bytes;
+  alignas(64) uint8_t tile[kTileBytes];
+  const size_t tileCount = std::max<size_t>(1, kTileBytes / es);
+  for (size_t c = 0; c < recvcount; c += tileCount) {
+    const size_t n = std::min(tileCount, recvcount - c);
+    const size_t off = lo + c * es;
+    a.reduce(tile, w.send[0] + off, w.send[1] + off, n);
+    for (int i = 2; i < p; ++i) a.reduce(tile, tile, w.send[i] + off, n);
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, tile, n, p);
+    std::memcpy(dst + c * es, tile, n * es);
+  }
+  return endInSharedWindows(a);
+}
+
+}  // namespace
+
 namespace reduce_scatter_shm {
 
 Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -22,6 +60,11 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcou
   ShmSegment* seg = a.shm;
   const size_t es = a.elemSize;
   const size_t bytes = recvcount * es;  // one block
+  const size_t total = bytes * static_cast<size_t>(a.size);
+  uint64_t sendRef = 0, recvRef = 0;
+  if (a.size > 1 && inSharedWindows(a, total, sendbuf, total, recvbuf, bytes, &sendRef, &recvRef)) {
+    return runInWindows(a, sendRef, recvRef, recvbuf, recvcount);
+  }
   if (a.size == 1 || seg == nullptr || bytes * static_cast<size_t>(a.size) > seg->halfBytes()) {
     if (a.size > 1 && seg == nullptr) return internalError("shm reduce-scatter needs one host");
     return reduceScatterRing(a, sendbuf, recvbuf, recvcount);

@@ -100,6 +100,12 @@ braidResult_t braidCommDestroy(braidComm_t comm);
 braidResult_t braidCommAbort(braidComm_t comm);
 /** braidSuccess, or the error that failed the communicator. */
 braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError);
+/** Shared windows (Communicator::allocShared): *ptr gets `size` zeroed bytes that every rank
+ *  on this host maps; an all-reduce whose buffers lie in windows on every rank copies nothing
+ *  through braid's staging segment. Collective, in the same order as the other operations. */
+braidResult_t braidCommAllocShared(braidComm_t comm, size_t size, void** ptr);
+/** Frees a window of braidCommAllocShared on this rank (local, as ncclMemFree). */
+braidResult_t braidCommFreeShared(braidComm_t comm, void* ptr);
 braidResult_t braidCommCount(const braidComm_t comm, int* count);
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
 

@@ -66,6 +66,24 @@ static int runRank(int rank, int nranks, braidUniqueId id) {
     free(in);
   }
 
+  /* A shared window: the same all-reduce in place in it, then freed; a double free fails. */
+  {
+    float* win = NULL;
+    r = braidCommAllocShared(comm, sizeof(float) * kCount, (void**)&win);
+    CHECK(r == braidSuccess && win != NULL, "alloc shared: %s", braidGetLastError(comm));
+    for (int i = 0; i < kCount; ++i) win[i] = (float)(rank + 1) + (float)(i % 7);
+    r = braidAllReduce(win, win, kCount, braidFloat32, braidSum, comm);
+    CHECK(r == braidSuccess, "allreduce in a window: %s", braidGetLastError(comm));
+    for (int i = 0; i < kCount; ++i) {
+      float want = (float)(nranks * (nranks + 1) / 2) + (float)(nranks * (i % 7));
+      CHECK(win[i] == want, "window element %d = %g, expected %g", i, win[i], want);
+    }
+    CHECK(braidCommFreeShared(comm, win) == braidSuccess, "free shared: %s",
+          braidGetLastError(comm));
+    CHECK(braidCommFreeShared(comm, win) == braidInvalidArgument, "double free shared");
+    CHECK(braidCommAllocShared(comm, 16, NULL) == braidInvalidArgument, "null ptr");
+  }
+
   /* Bad input: a clear error, and the communicator stays usable. */
   r = braidAllReduce(NULL, buf, 10, braidFloat32, braidSum, comm);
   CHECK(r == braidInvalidArgument, "null buffer gave %d", (int)r);

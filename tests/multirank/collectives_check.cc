@@ -298,6 +298,111 @@ void runP2pGroups(Checker& c) {
   c.ok(c.comm->barrier(), "barrier after bad p2p groups");
 }
 
+// Shared windows (allocShared): all-reduces whose buffers lie in them, at offsets, in place and
+// out of place, above the small-message size and beyond one data slot, then freeShared's
+// errors (a pointer that is no window, a double free).
+void runSharedWindows(Checker& c, bool quick) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  const size_t largest = quick ? 65537 : (size_t{1} << 20) + 3;  // 8-byte elements: > 4 MiB
+  const size_t region = largest * 8 + 4096;
+  // Sizes differ per rank; the receive region starts at an odd offset of whole elements.
+  Result<void*> win = c.comm->allocShared(2 * region + 4096 * static_cast<size_t>(r));
+  if (!c.ok(win.status(), "allocShared")) return;
+  uint8_t* base = static_cast<uint8_t*>(*win);
+  ++c.checks;
+  if (base[0] != 0 || base[2 * region - 1] != 0) c.fail("allocShared memory is not zeroed");
+  struct Case {
+    DataType t;
+    ReduceOp op;
+  };
+  const Case cases[] = {{DataType::kFloat32, ReduceOp::kSum},
+                        {DataType::kInt32, ReduceOp::kMax},
+                        {DataType::kBFloat16, ReduceOp::kAvg},
+                        {DataType::kFloat64, ReduceOp::kProd}};
+  uint32_t salt = 9100;
+  for (size_t count : {size_t{4097}, size_t{65537}, largest}) {
+    for (const Case& k : cases) {
+      for (bool inplace : {false, true}) {
+        uint8_t* in = base + 64;
+        uint8_t* out = inplace ? in : base + region + 8 * 3;
+        for (size_t i = 0; i < count; ++i) {
+          storeValue(k.t, in, i, testValue(k.t, k.op, r, i, salt));
+        }
+        const std::string name =
+            caseName("allreduce in shared windows", "auto", k.t, k.op, count, inplace);
+        if (c.ok(c.comm->allReduce(in, out, count, k.t, k.op), name)) {
+          compare(c, name, k.t, k.op, out, count,
+                  [&](size_t i) { return expectedReduce(k.t, k.op, p, i, salt); });
+        }
+        ++salt;
+      }
+    }
+  }
+  // Reduce-scatter, all-gather and broadcast in the same window: blocks of 4097 elements and of
+  // `largest` (beyond a half slot for reduce-scatter), in place and out of place.
+  for (size_t block : {size_t{4097}, largest / static_cast<size_t>(p) + 1}) {
+    const DataType t = DataType::kFloat32;
+    const size_t total = block * static_cast<size_t>(p);
+    if ((total + block) * 4 + 64 > 2 * region) continue;
+    for (bool inplace : {false, true}) {
+      uint8_t* in = base + 64;
+      const size_t mine = static_cast<size_t>(r) * block * 4;
+      // Reduce-scatter: the whole vector in, this rank's block out.
+      for (size_t i = 0; i < total; ++i)
+        storeValue(t, in, i, testValue(t, ReduceOp::kSum, r, i, salt));
+      uint8_t* rsOut = inplace ? in + mine : base + 2 * region - block * 4;
+      std::string name =
+          caseName("reducescatter in shared windows", "auto", t, ReduceOp::kSum, block, inplace);
+      if (c.ok(c.comm->reduceScatter(in, rsOut, block, t, ReduceOp::kSum), name)) {
+        compare(c, name, t, ReduceOp::kSum, rsOut, block, [&](size_t i) {
+          return expectedReduce(t, ReduceOp::kSum, p, static_cast<size_t>(r) * block + i, salt);
+        });
+      }
+      ++salt;
+      // All-gather: this rank's block in, every block out.
+      uint8_t* agOut = in;
+      uint8_t* agIn = inplace ? agOut + mine : base + 2 * region - block * 4;
+      for (size_t i = 0; i < block; ++i)
+        storeValue(t, agIn, i, testValue(t, ReduceOp::kSum, r, i, salt));
+      name = caseName("allgather in shared windows", "auto", t, ReduceOp::kSum, block, inplace);
+      if (c.ok(c.comm->allGather(agIn, agOut, block, t), name)) {
+        compare(c, name, t, ReduceOp::kSum, agOut, total, [&](size_t i) {
+          return testValue(t, ReduceOp::kSum, static_cast<int>(i / block), i % block, salt);
+        });
+      }
+      ++salt;
+      // Broadcast from the last rank: the message is `total` elements.
+      const int root = p - 1;
+      uint8_t* bcIn = base + 64;
+      uint8_t* bcOut = inplace ? bcIn : base + region + 8 * 3;
+      for (size_t i = 0; i < total; ++i) {
+        storeValue(t, bcIn, i, r == root ? testValue(t, ReduceOp::kSum, root, i, salt) : -1.0);
+      }
+      name = caseName("broadcast in shared windows", "auto", t, ReduceOp::kSum, total, inplace);
+      if (c.ok(c.comm->broadcast(bcIn, bcOut, total, t, root), name)) {
+        compare(c, name, t, ReduceOp::kSum, bcOut, total,
+                [&](size_t i) { return testValue(t, ReduceOp::kSum, root, i, salt); });
+      }
+      ++salt;
+    }
+  }
+  // freeShared is local: rank 0 frees a pointer that is no window (kInvalidArgument), and
+  // nothing changes for anyone.
+  if (r == 0) {
+    Status bad = c.comm->freeShared(base + 64);
+    ++c.checks;
+    if (bad.code() != Code::kInvalidArgument)
+      c.fail("freeShared of a non-window: " + bad.toString());
+  }
+  c.ok(c.comm->allReduce(base + 64, base + region, 4097, DataType::kFloat32, ReduceOp::kSum),
+       "allreduce in a window after a failed freeShared");
+  c.ok(c.comm->freeShared(base), "freeShared");
+  Status twice = c.comm->freeShared(base);
+  ++c.checks;
+  if (twice.code() != Code::kInvalidArgument) c.fail("double freeShared: got " + twice.toString());
+  c.ok(c.comm->barrier(), "barrier after shared windows");
+}
+
 // Reduce-scatter and all-gather once per algorithm of the table that can run on these ranks
 // (hierarchical across hosts that hold as many ranks each); reduce and broadcast once.
 // Every reduce-scatter algorithm that can run here, with the all-gather of the same name; the
@@ -640,6 +745,39 @@ int scenarioMismatchP2p(Communicator* comm) {
   return 0;
 }
 
+// Rank 0 all-reduces buffers of a shared window, the others buffers of their own: every rank
+// must fail with kInvalidUsage saying that its peer's buffers were (or were not) in windows, or
+// with the abort of a rank that found the mismatch first.
+int scenarioMismatchWindows(Communicator* comm, bool reduceScatter) {
+  const int r = comm->rank(), p = comm->size();
+  // 1 MiB of float for the all-reduce; for the reduce-scatter 12 MiB in all, beyond a half
+  // slot, where the others run the ring over the transport and never meet rank 0 in the segment.
+  const size_t count = reduceScatter ? (size_t{3} << 20) / static_cast<size_t>(p) : size_t{1} << 18;
+  Result<void*> win = comm->allocShared((static_cast<size_t>(p) + 1) * count * 4);
+  if (!win.isOk()) {
+    fprintf(stderr, "rank %d: FAIL allocShared: %s\n", r, win.status().toString().c_str());
+    return 1;
+  }
+  std::vector<float> own((static_cast<size_t>(p) + 1) * count, 1.0f);
+  float* buf = r == 0 ? static_cast<float*>(*win) : own.data();
+  Status s = reduceScatter
+                 ? comm->reduceScatter(buf, buf + static_cast<size_t>(p) * count, count,
+                                       DataType::kFloat32, ReduceOp::kSum)
+                 : comm->allReduce(buf, buf + count, count, DataType::kFloat32, ReduceOp::kSum);
+  printf("rank %d: %s\n", r, s.toString().c_str());
+  const std::string& m = s.message();
+  const bool ok = s.code() == Code::kInvalidUsage &&
+                  m.find("collective mismatch") != std::string::npos &&
+                  (m.find("buffers in shared windows") != std::string::npos ||
+                   m.find("aborted") != std::string::npos);
+  if (!ok) {
+    fprintf(stderr, "rank %d: FAIL expected a mismatch naming shared windows, got %s\n", r,
+            s.toString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // Closed-loop tuning with another thread in the communicator (poisoned_cache.sh plants a cache
 // whose bandwidths are 30x too slow and sets BRAID_RETUNE_INTERVAL): 1 MiB all-reduces run on
 // the progress thread, eight at a time, while this thread keeps asking the selector
@@ -709,6 +847,7 @@ int runMatrix(Communicator* comm, std::vector<std::string> algos, bool quick, bo
   if (allReduceOnly) return finish(c, "all-reduce");
   runOtherCollectives(c, quick);
   runP2pGroups(c);
+  runSharedWindows(c, quick);
   runAsync(c);
   runSplit(c);
   runSubgroup(c);
@@ -1037,7 +1176,9 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--quick] [--allreduce-only] [--algos all|LIST] [--scenario "
-              "kill|stall|mismatch-count|mismatch-order|mismatch-p2p|retune|shrink-kill|shrink-healthy|"
+              "kill|stall|mismatch-count|mismatch-order|mismatch-p2p|mismatch-windows|mismatch-"
+              "windows-rs|retune|"
+              "shrink-kill|shrink-healthy|"
               "shrink-mismatch|shrink-silent|split-silent|subgroup-silent|wait-timeout|pieces]\n",
               argv[0]);
       return 2;
@@ -1054,6 +1195,8 @@ int main(int argc, char** argv) {
   if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), false);
   if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), true);
   if (scenario == "mismatch-p2p") return scenarioMismatchP2p(comm.get());
+  if (scenario == "mismatch-windows") return scenarioMismatchWindows(comm.get(), false);
+  if (scenario == "mismatch-windows-rs") return scenarioMismatchWindows(comm.get(), true);
   if (scenario == "retune") return scenarioRetune(comm.get());
   if (scenario == "shrink-kill") return scenarioShrinkKill(comm.get(), algos);
   if (scenario == "shrink-healthy") return scenarioShrinkHealthy(comm.get());

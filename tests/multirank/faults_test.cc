@@ -76,7 +76,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // nothing is in flight to carry the mismatch (found through the store).
                       Case{"mismatch-order", "tcp", 4, "allreduce:tree"},
                       // A receive of a p2p group expecting more than the matching send.
-                      Case{"mismatch-p2p", "auto", 3}, Case{"mismatch-p2p", "tcp", 2}),
+                      Case{"mismatch-p2p", "auto", 3}, Case{"mismatch-p2p", "tcp", 2},
+                      // Rank 0's buffers in a shared window, the others' not: an all-reduce,
+                      // and a reduce-scatter whose others run the ring, not the segment.
+                      Case{"mismatch-windows", "auto", 3}, Case{"mismatch-windows-rs", "auto", 2}),
     caseName);
 
 INSTANTIATE_TEST_SUITE_P(

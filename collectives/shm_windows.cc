@@ -1,0 +1,67 @@
+// The frame of the shm rows' schedules on buffers in shared windows (Communicator::allocShared):
+// every local rank publishes where its buffers lie, so that the others read (or write) them in
+// place, with none of the copies through the segment's data slots.
+#include <string>
+
+#include "collectives/algorithms.h"
+
+namespace braid::detail {
+
+namespace {
+/// At or below this (the collective's whole vector), the segment's schedules take one hand-off
+/// and a copy that stays in cache: quicker than the windows' two or three hand-offs.
+constexpr size_t kWindowsMinBytes = 16 * 1024;
+}  // namespace
+
+bool inSharedWindows(const CollArgs& a, size_t bytes, const void* sendbuf, size_t sendBytes,
+                     const void* recvbuf, size_t recvBytes, uint64_t* sendRef, uint64_t* recvRef) {
+  ShmSegment* seg = a.shm;
+  if (seg == nullptr || seg->localSize() != a.size || a.group != nullptr ||
+      bytes <= kWindowsMinBytes) {
+    return false;
+  }
+  *sendRef = seg->windowRef(sendbuf, sendBytes);
+  *recvRef = *sendRef != 0 ? seg->windowRef(recvbuf, recvBytes) : 0;
+  return *recvRef != 0;
+}
+
+Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef,
+                            size_t sendBytes, size_t recvBytes, WindowedCall* w) {
+  ShmSegment* seg = a.shm;
+  const int me = seg->localIndex();
+  Fingerprint fp = a.fp;
+  fp.root = sharedWindowsRoot(fp.root);
+  // Announced again, marked: a peer whose buffers are not in windows may run a schedule that
+  // never meets this one in the segment (the reduce-scatter's ring beyond a half slot); both
+  // then find the mismatch in the announcements within a millisecond.
+  seg->announce(a.seq, fp);
+  w->g = seg->nextGeneration();
+  seg->setWindowRefs(w->g, sendRef, recvRef);
+  seg->arrive(w->g, a.seq, fp);
+  BRAID_RETURN_IF_ERROR(seg->waitArrived(w->g, true));
+  for (int i = 0; i < seg->localSize(); ++i) {
+    w->send[i] = seg->peerWindow(i, w->g, true, sendBytes);
+    w->recv[i] = const_cast<uint8_t*>(seg->peerWindow(i, w->g, false, recvBytes));
+    if (w->send[i] == nullptr || w->recv[i] == nullptr) {
+      return invalidUsage("rank " + std::to_string(seg->globalRank(i)) +
+                          "'s buffers lie in a shared window that rank " +
+                          std::to_string(seg->globalRank(me)) +
+                          " freed (or that does not hold them): free a window on a rank only "
+                          "once no rank's operation uses it");
+    }
+  }
+  return Status::ok();
+}
+
+Status endInSharedWindows(const CollArgs& a) {
+  ShmSegment* seg = a.shm;
+  Fingerprint fp = a.fp;
+  fp.root = sharedWindowsRoot(fp.root);
+  // Arriving at g + 1 rewrites the fingerprint half of g − 1: every rank arrived at g already.
+  const uint64_t g = seg->nextGeneration();
+  seg->setWindowRefs(g, 0, 0);
+  seg->arrive(g, a.seq, fp);
+  return seg->waitArrived(g, false);
+}
+
+}  // namespace braid::detail
