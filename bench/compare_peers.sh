@@ -66,6 +66,9 @@
 #   --fabric-e MAX         largest fabric size (default 16M; from -b by -f like the local ones)
 #   --fabric-n N --fabric-w N  fabric timed / warm-up iterations (default 5 / 2)
 #   --inplace              compare the in-place columns instead of out-of-place
+#   --register             braid's buffers from its shared windows (braid-perf -R 1: the
+#                          all-reduce on one host then copies nothing through its staging
+#                          segment); the peers' buffers stay malloc'd
 #   --out DIR              where logs, JSON and plots go (default compare-peers-<date> in the
 #                          build dir)
 #   --json FILE            the combined JSON lines (default DIR/all.jsonl)
@@ -105,6 +108,7 @@ fabric_max=16M
 fabric_iters=5
 fabric_warmup=2
 inplace=0
+register=0
 out_dir=
 json_out=
 run_stream=1
@@ -143,6 +147,7 @@ while [[ $# -gt 0 ]]; do
     --fabric-n) fabric_iters=$2; shift 2 ;;
     --fabric-w) fabric_warmup=$2; shift 2 ;;
     --inplace) inplace=1; shift ;;
+    --register) register=1; shift ;;
     --out) out_dir=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --no-stream) run_stream=0; shift ;;
@@ -331,6 +336,7 @@ run_one() {
   local impl=$1 placement=$2 coll=$3 sfx=$4 n
   local name="$impl-$placement-$coll$sfx" braid_algo=()
   [[ $coll == all_reduce ]] && braid_algo=(-a "$algo")
+  [[ $register == 1 ]] && braid_algo+=(-R 1)
   if [[ $placement == local-* ]]; then
     n=${placement#local-}
     case $impl in
@@ -381,7 +387,8 @@ machine=$(grep -h -m1 '^# machine' "$out_dir"/braid-*.txt 2>/dev/null | head -n1
 placement_text=$([[ $inplace == 1 ]] && echo in-place || echo out-of-place)
 echo
 echo "# braid vs MPICH, Open MPI, gloo — $dtype $op, $placement_text, local -n $iters -w $warmup," \
-     "fabric -n $fabric_iters -w $fabric_warmup, all-reduce algo $algo, best of $repeat run(s)"
+     "fabric -n $fabric_iters -w $fabric_warmup, all-reduce algo $algo, best of $repeat run(s)," \
+     "braid's buffers $([[ $register == 1 ]] && echo "in shared windows (-R 1)" || echo "malloc'd")"
 echo "# load average: $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end, on $(nproc) CPUs"
 echo "# machine: $machine"
 echo "# memory copy bandwidth (braid-stream, read+write): $stream_summary"

@@ -34,6 +34,8 @@ void printUsage(const CollectiveBench& bench, const char* prog, FILE* out) {
       "%s"
       "  -a, --algo ALGO         auto (default), one algorithm, a comma list, or all (every\n"
       "                          available algorithm plus auto, rows tagged with the algorithm)\n"
+      "  -R, --local_register N  0: buffers from malloc (default); 1: from allocShared, braid's\n"
+      "                          shared windows (nccl-tests' -R registers buffers)\n"
       "  -J, --json FILE         write one JSON object per line per size, placement and algo\n"
       "      --ranks N           start N local ranks of this program and report from rank 0;\n"
       "                          without it the program is one rank of an existing launch\n"
@@ -76,10 +78,10 @@ struct IntFlag {
   int Options::*field;
 };
 constexpr IntFlag kIntFlags[] = {
-    {'n', "-n", 1, &Options::iters},      {'w', "-w", 0, &Options::warmup},
-    {'c', "-c", 0, &Options::check},      {'T', "-T", 0, &Options::timeoutS},
-    {'U', "--rounds", 1, &Options::rounds}, {'R', "--ranks", 1, &Options::ranks},
-    {'r', "-r", 0, &Options::root},
+    {'n', "-n", 1, &Options::iters},        {'w', "-w", 0, &Options::warmup},
+    {'c', "-c", 0, &Options::check},        {'T', "-T", 0, &Options::timeoutS},
+    {'U', "--rounds", 1, &Options::rounds}, {'N', "--ranks", 1, &Options::ranks},
+    {'r', "-r", 0, &Options::root},         {'R', "-R", 0, &Options::localRegister},
 };
 
 // Applies one parsed flag; an error names the flag and what it needs.
@@ -152,7 +154,8 @@ ParseOutcome parseOptions(const CollectiveBench& bench, int argc, char** argv, O
       {"algo", required_argument, nullptr, 'a'},
       {"json", required_argument, nullptr, 'J'},
       {"timeout", required_argument, nullptr, 'T'},
-      {"ranks", required_argument, nullptr, 'R'},
+      {"ranks", required_argument, nullptr, 'N'},
+      {"local_register", required_argument, nullptr, 'R'},
       {"file-store", no_argument, nullptr, 'F'},
       {"transport", required_argument, nullptr, 't'},
       {"help", no_argument, nullptr, 'h'},
@@ -162,7 +165,7 @@ ParseOutcome parseOptions(const CollectiveBench& bench, int argc, char** argv, O
   // collectives that have no reduction or root), so that one command line drives them all.
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:J:T:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:J:T:R:h", kLong, nullptr)) != -1) {
     Status s;
     const std::string arg = optarg ? optarg : "";
     if (c == 'h') {
@@ -185,6 +188,10 @@ ParseOutcome parseOptions(const CollectiveBench& bench, int argc, char** argv, O
   }
   if (optind < argc) {
     std::fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", argv[0], argv[optind]);
+    return ParseOutcome::kUsageError;
+  }
+  if (o->localRegister > 1) {
+    std::fprintf(stderr, "%s: -R takes 0 or 1 (see --help)\n", argv[0]);
     return ParseOutcome::kUsageError;
   }
   if (o->minBytes > o->maxBytes) {

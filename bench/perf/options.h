@@ -29,6 +29,7 @@ struct Options {
   std::string transport;
   bool fileStore = false;
   int timeoutS = 0;
+  int localRegister = 0;  // -R: 0 malloc'd buffers, 1 buffers in shared windows (allocShared)
 };
 
 enum class ParseOutcome { kRun, kHelpShown, kUsageError };

@@ -155,6 +155,9 @@ void Report::printHeader() const {
   std::string transport = paramValueText("BRAID_TRANSPORT", &src);
   std::printf("# transport  : BRAID_TRANSPORT=%s (%s)%s\n", transport.c_str(), src,
               setup_.hosts == 1 ? "; auto means shm on one host" : "");
+  std::printf("# buffers    : %s\n", o.localRegister == 1
+                                         ? "shared windows (-R 1: Communicator::allocShared)"
+                                         : "malloc (-R 0)");
   if (!setup_.available.empty())
     std::printf("# algorithms : available %s; running %s\n", joined(setup_.available).c_str(),
                 joined(setup_.running).c_str());
@@ -267,18 +270,18 @@ void Report::writeJson(const RowResult& r, int p, double algbw, double busbw) co
       "\"hosts\":%d,\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\",\"root\":%d,"
       "\"inplace\":%s,\"time_us\":%.3f,\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,"
       "\"wrong\":%.0f,\"checked\":%s,\"iters\":%d,\"warmup\":%d,\"rounds\":%d,"
-      "\"transport\":\"%s\","
+      "\"transport\":\"%s\",\"local_register\":%d,"
       "\"tool\":\"braid-perf\",\"host\":\"%s\",\"cpu\":\"%s\",\"cpus\":%ld,"
       "\"compiler\":\"%s\",\"build_type\":\"%s\",\"braid_version\":\"%s\",\"git\":\"%s\","
       "\"launch\":\"%s\",\"predicted_us\":%.3f,\"ceiling_us\":%.3f,\"ceiling_share\":%.4f}\n",
       setup_.bench->name, r.label.c_str(), r.chosen.c_str(), setup_.ranks, setup_.hosts, r.bytes,
       r.count, dataTypeName(o.type), setup_.bench->reduces ? reduceOpName(o.op) : "none",
-      setup_.bench->rooted ? o.root : -1,
-      p == 1 ? "true" : "false", r.timeUs[p], algbw, busbw, r.wrong[p],
-      o.check > 0 ? "true" : "false", o.iters, o.warmup, o.rounds, jsonEscape(transport_).c_str(),
-      jsonEscape(mi.hostname).c_str(), jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline,
-      jsonEscape(compilerText()).c_str(), BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION,
-      BRAID_GIT_REVISION, jsonEscape(setup_.launch).c_str(), r.predictedUs, r.ceilingUs,
+      setup_.bench->rooted ? o.root : -1, p == 1 ? "true" : "false", r.timeUs[p], algbw, busbw,
+      r.wrong[p], o.check > 0 ? "true" : "false", o.iters, o.warmup, o.rounds,
+      jsonEscape(transport_).c_str(), o.localRegister, jsonEscape(mi.hostname).c_str(),
+      jsonEscape(mi.cpuModel).c_str(), mi.cpusOnline, jsonEscape(compilerText()).c_str(),
+      BRAID_PERF_BUILD_TYPE, BRAID_PERF_VERSION, BRAID_GIT_REVISION,
+      jsonEscape(setup_.launch).c_str(), r.predictedUs, r.ceilingUs,
       r.ceilingUs >= 0 && r.timeUs[p] > 0 ? r.ceilingUs / r.timeUs[p] : -1.0);
 }
 

@@ -89,7 +89,10 @@ int runLauncher(const Options& o, const std::vector<std::string>& args) {
 
 struct AlignedBuffer {
   void* ptr = nullptr;
-  ~AlignedBuffer() { free(ptr); }
+  bool shared = false;  // a window of allocShared: the communicator's end frees it
+  ~AlignedBuffer() {
+    if (!shared) free(ptr);
+  }
 };
 
 struct Measurement {
@@ -212,8 +215,13 @@ Status RankRunner::resolveAlgorithms() {
 
 Status RankRunner::allocateBuffers(size_t maxBytes) {
   // Allocated once at the largest size and touched before any timing.
-  if (posix_memalign(&send_.ptr, kBufferAlignment, maxBytes) != 0 ||
-      posix_memalign(&recv_.ptr, kBufferAlignment, maxBytes) != 0) {
+  if (o_.localRegister == 1) {
+    for (AlignedBuffer* b : {&send_, &recv_}) {
+      BRAID_ASSIGN_OR_RETURN(b->ptr, comm_->allocShared(maxBytes));
+      b->shared = true;
+    }
+  } else if (posix_memalign(&send_.ptr, kBufferAlignment, maxBytes) != 0 ||
+             posix_memalign(&recv_.ptr, kBufferAlignment, maxBytes) != 0) {
     return systemError("out of memory allocating 2 x " + std::to_string(maxBytes) + " bytes");
   }
   poison(send_.ptr, maxBytes);
