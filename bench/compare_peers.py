@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The tables and plots of bench/compare_peers.sh, from its combined JSON lines.
 
-    compare_peers.py ALL.jsonl --out DIR [--inplace] [--rate-Bps B --rate-text 1gbit] [--no-plot]
+    compare_peers.py ALL.jsonl --out DIR [--inplace] [--rate-Bps B --rate-text 1gbit]
+                     [--tcp-Bps B] [--no-plot]
 
 Every line carries "impl" (braid, mpich, openmpi, gloo) and "placement" (local-N, fabric-HxM),
 added by compare_peers.sh to what braid-perf, mpi-perf and gloo-perf write. Per collective and
@@ -91,7 +92,7 @@ def fmt(v, f="%.2f"):
     return "-" if v is None else f % v
 
 
-def print_tables(groups, ranks, rate_bps, rate_text):
+def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
     for placement in sorted({p for p, _ in groups}, key=placement_key):
         hosts = fabric_hosts(placement)
         for coll in COLLS:
@@ -104,12 +105,15 @@ def print_tables(groups, ranks, rate_bps, rate_text):
             bound = hosts > 1 and rate_bps
             if bound:
                 print(f"# link bound = {LINK_FACTOR[coll](hosts):.3g} x S / {rate_text}"
-                      f" ({hosts} hosts); %bound = bound / braid's time")
+                      f" ({hosts} hosts); %bound = bound / braid's time"
+                      + ("; %tcp = the same at TCP's goodput (iperf3 --bidir)" if tcp_bps else ""))
             head = f"{'size(B)':>12}  {'braid algo':<22}"
             for i in present:
                 head += f" | {LABELS[i] + ' us':>11} {'busbw':>7}"
             if bound:
                 head += f" | {'bound us':>10} {'%bound':>6}"
+                if tcp_bps:
+                    head += f" {'%tcp':>5}"
             head += " | braid / best peer (time)"
             print(head)
             sizes = sorted({b for i in present for b in rows[i]})
@@ -123,6 +127,9 @@ def print_tables(groups, ranks, rate_bps, rate_text):
                     t = LINK_FACTOR[coll](hosts) * b / rate_bps * 1e6
                     share = t / braid["time_us"] * 100 if braid and braid["time_us"] > 0 else None
                     line += f" | {t:>10.1f} {fmt(share, '%.0f%%'):>6}"
+                    if tcp_bps:
+                        tcp = share * rate_bps / tcp_bps if share is not None else None
+                        line += f" {fmt(tcp, '%.0f%%'):>5}"
                 bp = best_peer(rows, b)
                 ratio = "-"
                 if braid and bp and bp[0] > 0:
@@ -229,6 +236,8 @@ def main():
     ap.add_argument("--inplace", action="store_true")
     ap.add_argument("--rate-Bps", type=float, default=0.0, help="the fabric's link rate, bytes/s")
     ap.add_argument("--rate-text", default="")
+    ap.add_argument("--tcp-Bps", type=float, default=0.0,
+                    help="TCP's goodput per direction on the fabric (iperf3 --bidir), bytes/s")
     ap.add_argument("--no-plot", action="store_true")
     a = ap.parse_args()
     groups, ranks = load(a.jsonl, a.inplace)
@@ -237,7 +246,7 @@ def main():
         return 1
     print("# times in us, busbw in GB/s; braid / best peer: braid's time / the fastest peer's at"
           " that size (<1 = braid faster); '-' = no result")
-    print_tables(groups, ranks, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s")
+    print_tables(groups, ranks, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s", a.tcp_Bps)
     if not a.no_plot:
         any_row = next(iter(next(iter(groups.values())).values()))
         r0 = next(iter(any_row.values()))

@@ -45,7 +45,10 @@
 #                                      (H-1)/H x S, must leave it, at least one value per element)
 #   all-gather      (H-1)/H x S / R   (each host lacks the other hosts' (H-1)/H x S)
 #   broadcast       S / R             (every other host must receive the whole message)
-# It ignores headers (Ethernet, IP, TCP: about 4-5% at 1500-byte frames) and latency, and
+# With iperf3 (installed with the fabric), the tables also give %tcp: the same bound at the
+# goodput iperf3 --bidir reaches between two of the hosts in this run (both directions at once,
+# as a collective loads them), which is the most any collective over TCP can reach there.
+# The bound ignores headers (Ethernet, IP, TCP: about 4-5% at 1500-byte frames) and latency, and
 # tbf's bucket (fabric.sh --burst, 16 KiB) lets a message of about that size pass faster than
 # the rate, so the smallest sizes may beat it.
 #
@@ -200,6 +203,7 @@ if [[ $do_install == 1 ]]; then
     wanted+=($(pkg_for "$p"))
   done
   [[ $do_plot == 1 ]] && wanted+=(python3-matplotlib)
+  [[ -n $fabric ]] && wanted+=(iperf3)
   "$src_dir/scripts/apt_install_missing.sh" compare_peers.sh "${wanted[@]}" ||
     echo "# note: installing ${wanted[*]} failed; going on with what is installed"
 fi
@@ -322,6 +326,36 @@ if [[ -n $fabric ]]; then
   fi
 fi
 
+# The TCP ceiling on the fabric: iperf3 --bidir between hosts 1 and 2 (both directions at
+# once, as a collective loads them), the goodput per direction that TCP itself reaches over the
+# shaped links: headers, ACKs of the other direction's data and tbf's drops cost what no
+# collective over TCP can win back.
+tcp_Bps=
+tcp_text="not measured"
+if [[ $fabric_ok == 1 ]] && command -v iperf3 >/dev/null; then
+  iperf_dir=$(mktemp -d)
+  # shellcheck disable=SC2016  # expanded per host by fabric.sh's bash
+  iperf_host='if [ "$FABRIC_HOST" = 1 ]; then timeout 30 iperf3 -s -1 -B "$FABRIC_ADDR" >/dev/null 2>&1;
+    elif [ "$FABRIC_HOST" = 2 ]; then sleep 1; iperf3 -c "$MASTER_ADDR" -B "$FABRIC_ADDR" --bidir -t 6 -J > "$0"; fi'
+  if "$src_dir/scripts/fabric.sh" run --hosts "$fabric_hosts" --ranks-per-host 1 --per-host \
+       --rate "$rate" --store file --timeout 60 -- bash -c "$iperf_host" "$iperf_dir/iperf.json" \
+       >"$iperf_dir/log" 2>&1; then
+    tcp_Bps=$(/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["end"]
+print("%.0f" % (min(d["sum_received"]["bits_per_second"],
+                    d["sum_received_bidir_reverse"]["bits_per_second"]) / 8))' \
+      "$iperf_dir/iperf.json" 2>/dev/null) || tcp_Bps=
+  fi
+  if [[ -n $tcp_Bps ]]; then
+    tcp_text=$(awk -v t="$tcp_Bps" -v r="$rate_Bps" \
+      'BEGIN { printf "%.0f Mbit/s per direction (%.1f%% of the link rate)", t * 8 / 1e6, 100 * t / r }')
+  else
+    tcp_text="iperf3 failed (see $iperf_dir/log)"
+  fi
+  echo "# TCP ceiling (iperf3 --bidir, hosts 1 and 2, 6 s): $tcp_text"
+fi
+
 # --- Runs --------------------------------------------------------------------------------------
 # Per placement and collective every implementation sweeps the same sizes, one after another;
 # repeats turn the order round, so that a burst of foreign load hits each of them alike.
@@ -392,9 +426,11 @@ echo "# braid vs MPICH, Open MPI, gloo — $dtype $op, $placement_text, local -n
 echo "# load average: $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end, on $(nproc) CPUs"
 echo "# machine: $machine"
 echo "# memory copy bandwidth (braid-stream, read+write): $stream_summary"
+[[ $fabric_ok == 1 ]] && echo "# TCP ceiling on the fabric (iperf3 --bidir): $tcp_text"
 report=(/usr/bin/python3 "$script_dir/compare_peers.py" "$json_out" --out "$out_dir")
 [[ $inplace == 1 ]] && report+=(--inplace)
 [[ $fabric_ok == 1 ]] && report+=(--rate-Bps "$rate_Bps" --rate-text "$rate")
+[[ -n $tcp_Bps ]] && report+=(--tcp-Bps "$tcp_Bps")
 [[ $do_plot == 0 ]] && report+=(--no-plot)
 "${report[@]}" || { echo "# compare_peers.py failed"; failures=$((failures + 1)); }
 echo

@@ -382,7 +382,7 @@ Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
   std::string failure;
   const std::string mine = windowName(id, me_);
   if (id == 0 || id > kMaxWindowId || pageBytes > kRefOffsetMask) {
-    failure = id > kMaxWindowId ? "too many shared windows" : "more than 1 TiB";
+    failure = pageBytes > kRefOffsetMask ? "more than 1 TiB" : "too many shared windows";
   } else {
     shm_unlink(mine.c_str());  // a leftover of a crashed job with the same name
     int fd = shm_open(mine.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);

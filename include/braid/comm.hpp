@@ -199,7 +199,8 @@ class Communicator {
   /// works as any other). Either every rank passes window buffers to such a call or none does
   /// (kInvalidUsage naming both ranks otherwise). Collective: every rank calls it in the same
   /// order as its other operations, sizes may differ. Valid until freeShared or the
-  /// communicator's end; an allocation one rank cannot make fails on every rank, nothing kept.
+  /// communicator's end (a shrink of it releases it too); an allocation one rank cannot make
+  /// fails on every rank, nothing kept.
   Result<void*> allocShared(size_t bytes);
   /// Frees a window of allocShared on this rank (local, as ncclMemFree; in issue order after
   /// this rank's asynchronous operations). Every rank frees it once no operation uses it any
