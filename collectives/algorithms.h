@@ -186,6 +186,11 @@ Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRe
 /// The last hand-off: no rank returns (letting its caller rewrite its buffers) while a peer
 /// still reads them.
 Status endInSharedWindows(const CollArgs& a);
+/// Folds elements [first, first + count) of every local rank's send buffer in rank order (all
+/// ranks get the same bits) into dst, dividing for kAvg; stream: with non-temporal stores, for
+/// an output the peers read next.
+void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, size_t count,
+                       uint8_t* dst, bool stream);
 
 /// Copies src to dst unless they are the same buffer.
 void copyIfDistinct(void* dst, const void* src, size_t bytes);

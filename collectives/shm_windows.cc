@@ -1,9 +1,12 @@
 // The frame of the shm rows' schedules on buffers in shared windows (Communicator::allocShared):
 // every local rank publishes where its buffers lie, so that the others read (or write) them in
 // place, with none of the copies through the segment's data slots.
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "collectives/algorithms.h"
+#include "core/copy.h"
 
 namespace braid::detail {
 
@@ -11,7 +14,30 @@ namespace {
 /// At or below this (the collective's whole vector), the segment's schedules take one hand-off
 /// and a copy that stays in cache: quicker than the windows' two or three hand-offs.
 constexpr size_t kWindowsMinBytes = 16 * 1024;
+/// foldSharedWindows goes through a tile that stays in L1: every contribution of a tile is read
+/// before its output is written (in place, the output is the own input).
+constexpr size_t kTileBytes = 16 * 1024;
 }  // namespace
+
+void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, size_t count,
+                       uint8_t* dst, bool stream) {
+  const int p = a.shm->localSize();
+  const size_t es = a.elemSize;
+  alignas(64) uint8_t tile[kTileBytes];
+  const size_t tileCount = std::max<size_t>(1, kTileBytes / es);
+  for (size_t c = 0; c < count; c += tileCount) {
+    const size_t n = std::min(tileCount, count - c);
+    const size_t off = (first + c) * es;
+    a.reduce(tile, w.send[0] + off, w.send[1] + off, n);
+    for (int i = 2; i < p; ++i) a.reduce(tile, tile, w.send[i] + off, n);
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, tile, n, p);
+    if (stream) {
+      copyToShared(dst + c * es, tile, n * es);
+    } else {
+      std::memcpy(dst + c * es, tile, n * es);
+    }
+  }
+}
 
 bool inSharedWindows(const CollArgs& a, size_t bytes, const void* sendbuf, size_t sendBytes,
                      const void* recvbuf, size_t recvBytes, uint64_t* sendRef, uint64_t* recvRef) {

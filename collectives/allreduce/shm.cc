@@ -32,8 +32,6 @@ namespace {
 
 constexpr size_t kSmallBytes = 16 * 1024;
 constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
-/// The windowed schedule folds the p contributions of a shard through a tile that stays in L1.
-constexpr size_t kTileBytes = 16 * 1024;
 
 // Send and receive buffers in shared windows on every rank (Communicator::allocShared): the
 // ranks read each other's buffers where they lie, so none of the staging copies below happens.
@@ -57,15 +55,7 @@ Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void*
   uint8_t* dst = static_cast<uint8_t*>(recvbuf);
   const size_t lo = blockStart(count, p, me);
   const size_t hi = blockStart(count, p, me + 1);
-  alignas(64) uint8_t tile[kTileBytes];
-  const size_t tileCount = std::max<size_t>(1, kTileBytes / es);
-  for (size_t c = lo; c < hi; c += tileCount) {
-    const size_t n = std::min(tileCount, hi - c);
-    a.reduce(tile, w.send[0] + c * es, w.send[1] + c * es, n);
-    for (int i = 2; i < p; ++i) a.reduce(tile, tile, w.send[i] + c * es, n);
-    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, tile, n, p);
-    copyToShared(dst + c * es, tile, n * es);
-  }
+  foldSharedWindows(a, w, lo, hi - lo, dst + lo * es, /*stream=*/true);
   a.shm->markDone(w.g);
   BRAID_RETURN_IF_ERROR(a.shm->waitDone(w.g));
   for (int i = 0; i < p; ++i) {

@@ -19,10 +19,6 @@ namespace braid::detail {
 
 namespace {
 
-/// The windowed fold goes through a tile that stays in L1 (in place, the output is the own
-/// input block, which must be read before it is written).
-constexpr size_t kTileBytes = 16 * 1024;
-
 // Buffers in shared windows on every rank (Communicator::allocShared): every rank folds its
 // block of the p send buffers where they lie, in rank order, into its output (no copy into the
 // slots), then a last hand-off keeps each send buffer unchanged until every peer has read it.
@@ -36,18 +32,9 @@ Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void*
   WindowedCall w;
   BRAID_RETURN_IF_ERROR(
       beginInSharedWindows(a, sendRef, recvRef, bytes * static_cast<size_t>(p), bytes, &w));
-  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
-  const size_t lo = static_cast<size_t>(me) * bytes;
-  alignas(64) uint8_t tile[kTileBytes];
-  const size_t tileCount = std::max<size_t>(1, kTileBytes / es);
-  for (size_t c = 0; c < recvcount; c += tileCount) {
-    const size_t n = std::min(tileCount, recvcount - c);
-    const size_t off = lo + c * es;
-    a.reduce(tile, w.send[0] + off, w.send[1] + off, n);
-    for (int i = 2; i < p; ++i) a.reduce(tile, tile, w.send[i] + off, n);
-    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, tile, n, p);
-    std::memcpy(dst + c * es, tile, n * es);
-  }
+  // Nobody reads the output: plain stores, so it stays in this core's cache for the caller.
+  foldSharedWindows(a, w, static_cast<size_t>(me) * recvcount, recvcount,
+                    static_cast<uint8_t*>(recvbuf), /*stream=*/false);
   return endInSharedWindows(a);
 }
 
