@@ -250,8 +250,11 @@ def main():
     if not a.no_plot:
         any_row = next(iter(next(iter(groups.values())).values()))
         r0 = next(iter(any_row.values()))
+        registered = any(r.get("local_register") == 1 for g in groups.values()
+                         for r in g.get("braid", {}).values())
         title = (f"braid vs peers, {r0.get('dtype')} {'in' if a.inplace else 'out-of'}-place, "
-                 f"{r0.get('cpu', '?')}, {r0.get('cpus', '?')} CPUs")
+                 f"{r0.get('cpu', '?')}, {r0.get('cpus', '?')} CPUs"
+                 + (", braid's buffers in shared windows (-R 1)" if registered else ""))
         for p in plot(groups, ranks, a.rate_Bps, a.out, title):
             print(f"# plot: {p}")
     return 0
