@@ -101,8 +101,9 @@ braidResult_t braidCommAbort(braidComm_t comm);
 /** braidSuccess, or the error that failed the communicator. */
 braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError);
 /** Shared windows (Communicator::allocShared): *ptr gets `size` zeroed bytes that every rank
- *  on this host maps; an all-reduce whose buffers lie in windows on every rank copies nothing
- *  through braid's staging segment. Collective, in the same order as the other operations. */
+ *  on this host maps; an all-reduce, reduce-scatter, all-gather or broadcast whose buffers lie
+ *  in windows on every rank copies nothing through braid's staging segment. Collective, in the
+ *  same order as the other operations. */
 braidResult_t braidCommAllocShared(braidComm_t comm, size_t size, void** ptr);
 /** Frees a window of braidCommAllocShared on this rank (local, as ncclMemFree). */
 braidResult_t braidCommFreeShared(braidComm_t comm, void* ptr);

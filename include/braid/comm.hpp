@@ -193,18 +193,18 @@ class Communicator {
   Status sendRecvGroup(std::vector<P2pOp> ops, const P2pGroupHooks& hooks = {});
 
   /// Shared windows (as MPI_Win_allocate_shared, or NCCL's registered buffers): `bytes` of
-  /// zeroed memory that every rank on this host maps. An all-reduce whose send and receive
-  /// buffers lie inside windows reads the peers' data where it lies, with none of the copies
-  /// through braid's staging segment (on one host with the shm transport; elsewhere the memory
-  /// works as any other). Either every rank passes window buffers to such a call or none does
-  /// (kInvalidUsage naming both ranks otherwise). Collective: every rank calls it in the same
+  /// zeroed memory that every rank on this host maps. An all-reduce, reduce-scatter,
+  /// all-gather or broadcast whose buffers lie inside windows (above 16 KiB) reads the peers'
+  /// data where it lies, with none of the copies through braid's staging segment (on one host
+  /// with the shm transport; elsewhere the memory works as any other). Either every rank passes
+  /// window buffers to such a call or none does (kInvalidUsage naming both ranks otherwise). Collective: every rank calls it in the same
   /// order as its other operations, sizes may differ. Valid until freeShared or the
   /// communicator's end (a shrink of it releases it too); an allocation one rank cannot make
   /// fails on every rank, nothing kept.
   Result<void*> allocShared(size_t bytes);
   /// Frees a window of allocShared on this rank (local, as ncclMemFree; in issue order after
   /// this rank's asynchronous operations). Every rank frees it once no operation uses it any
-  /// more; an all-reduce naming a window a peer freed fails on every rank.
+  /// more; a collective naming a window a peer freed fails on every rank.
   Status freeShared(void* ptr);
 
   // Asynchronous variants: run on the communicator's progress thread in issue order. Buffers
