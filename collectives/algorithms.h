@@ -172,15 +172,23 @@ struct WindowedCall {
   const uint8_t* send[kMaxLocalRanks] = {};  ///< every local rank's send buffer, mapped here
   uint8_t* recv[kMaxLocalRanks] = {};        ///< and its receive buffer
 };
-/// Whether the call runs in windows: every rank is on this host, the message (`bytes`, the
-/// collective's whole vector) is above the size where the segment's one hand-off is quicker,
-/// and this rank's send (sendBytes) and receive (recvBytes) buffers lie in its windows; then
-/// *sendRef and *recvRef name them.
-bool inSharedWindows(const CollArgs& a, size_t bytes, const void* sendbuf, size_t sendBytes,
-                     const void* recvbuf, size_t recvBytes, uint64_t* sendRef, uint64_t* recvRef);
-/// Publishes the references, arrives with the fingerprint marked as a call in windows (a rank
-/// whose buffers are not fails the order check: sharedWindowsRoot), waits for every local rank
-/// and resolves their buffers (sendBytes and recvBytes: what every rank's buffers hold).
+/// At or below this (the collective's whole vector) the segment's schedules, one hand-off and a
+/// copy that stays in cache, are quicker than the windows' two or three hand-offs.
+inline constexpr size_t kWindowsMinBytes = 16 * 1024;
+/// Whether the call runs on buffers in shared windows: its fingerprint says so. The
+/// communicator decides it when it builds the operation (the shm row on one host, above
+/// kWindowsMinBytes, this rank's buffers in its windows), so that the operation's first
+/// announcement already tells a peer that decided otherwise.
+inline bool inSharedWindows(const CollArgs& a) {
+  return a.fp.root == kRootSharedWindows || a.fp.root <= kRootedSharedWindows;
+}
+/// The references of this rank's buffers (kInvalidUsage when one is no longer in a window).
+Status sharedWindowRefs(const CollArgs& a, const void* sendbuf, size_t sendBytes,
+                        const void* recvbuf, size_t recvBytes, uint64_t* sendRef,
+                        uint64_t* recvRef);
+/// Publishes the references, arrives (a rank whose buffers are not in windows fails the order
+/// check: the fingerprints differ), waits for every local rank and resolves their buffers
+/// (sendBytes and recvBytes: what every rank's buffers hold).
 Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, size_t sendBytes,
                             size_t recvBytes, WindowedCall* w);
 /// The last hand-off: no rank returns (letting its caller rewrite its buffers) while a peer

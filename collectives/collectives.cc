@@ -207,6 +207,23 @@ Status checkRoot(int root, int size) {
 
 }  // namespace
 
+// Shared windows: the shm row on one host, above kWindowsMinBytes, with this rank's buffers in
+// its windows runs the windowed schedule. Decided here, as the operation is built, and carried
+// in its fingerprint (sharedWindowsRoot), so that its first announcement already differs from a
+// peer's that decided otherwise, whatever schedule that peer runs.
+void Communicator::Impl::markSharedWindows(const Choice& choice, size_t bytes, const void* sendbuf,
+                                           size_t sendBytes, const void* recvbuf, size_t recvBytes,
+                                           Fingerprint* fp) const {
+  if (!segment_ || numHosts_ != 1 || size_ < 2 || bytes <= detail::kWindowsMinBytes ||
+      choice.algo == nullptr || std::strcmp(choice.algo->name, "shm") != 0) {
+    return;
+  }
+  if (segment_->windowRef(sendbuf, sendBytes) != 0 &&
+      segment_->windowRef(recvbuf, recvBytes) != 0) {
+    fp->root = detail::sharedWindowsRoot(fp->root);
+  }
+}
+
 Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendbuf, void* recvbuf,
                                                                size_t count, DataType type,
                                                                ReduceOp op) const {
@@ -217,7 +234,9 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "allreduce receive buffer"));
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, bytes, recvbuf, bytes, recvbuf));
   const Choice choice = choose(Collective::kAllReduce, bytes);
-  return Op{makeFp(Collective::kAllReduce, count, type, op, -1), [=](const detail::CollArgs& a) {
+  Fingerprint fp = makeFp(Collective::kAllReduce, count, type, op, -1);
+  markSharedWindows(choice, bytes, sendbuf, bytes, recvbuf, bytes, &fp);
+  return Op{fp, [=](const detail::CollArgs& a) {
               return runChoice(choice, a, sendbuf, recvbuf, count, -1);
             }};
 }
@@ -259,7 +278,8 @@ void Communicator::Impl::traceCollective(const detail::CollArgs& a, uint64_t sta
                      std::string(a.ran != nullptr ? a.ran : "") +
                      "\",\"count\":" + std::to_string(fp.count) +
                      ",\"bytes\":" + std::to_string(bytes);
-  if (fp.root >= 0) args += ",\"root\":" + std::to_string(fp.root);
+  const int root = detail::fingerprintRoot(fp.root);
+  if (root >= 0) args += ",\"root\":" + std::to_string(root);
   if (!s.isOk()) args += ",\"error\":\"" + std::string(codeName(s.code())) + "\"";
   tracer_->complete(collectiveName(fp.collective), "collective", detail::Tracer::kCollectives,
                     startNs, nowNs(), args);
@@ -346,8 +366,9 @@ Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* s
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, total, recvbuf, block,
                                      static_cast<const uint8_t*>(recvbuf) - block * rank_));
   const Choice choice = choose(Collective::kReduceScatter, total);
-  return Op{makeFp(Collective::kReduceScatter, recvcount, type, op, -1),
-            [=](const detail::CollArgs& a) {
+  Fingerprint fp = makeFp(Collective::kReduceScatter, recvcount, type, op, -1);
+  markSharedWindows(choice, total, sendbuf, total, recvbuf, block, &fp);
+  return Op{fp, [=](const detail::CollArgs& a) {
               return runChoice(choice, a, sendbuf, recvbuf, recvcount, -1);
             }};
 }
@@ -365,8 +386,9 @@ Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendb
   BRAID_RETURN_IF_ERROR(checkOverlap(sendbuf, block, recvbuf, total,
                                      static_cast<const uint8_t*>(recvbuf) + block * rank_));
   const Choice choice = choose(Collective::kAllGather, total);
-  return Op{makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1),
-            [=](const detail::CollArgs& a) {
+  Fingerprint fp = makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1);
+  markSharedWindows(choice, total, sendbuf, block, recvbuf, total, &fp);
+  return Op{fp, [=](const detail::CollArgs& a) {
               return runChoice(choice, a, sendbuf, recvbuf, sendcount, -1);
             }};
 }
@@ -384,8 +406,10 @@ Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendb
   }
   BRAID_RETURN_IF_ERROR(checkBuffer(recvbuf, bytes, "broadcast receive buffer"));
   const Choice choice = choose(Collective::kBroadcast, bytes);
-  return Op{makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root),
-            [=](const detail::CollArgs& a) {
+  Fingerprint fp = makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root);
+  // Only the root's send buffer is read; the others' receive buffer stands for it.
+  markSharedWindows(choice, bytes, rank_ == root ? sendbuf : recvbuf, bytes, recvbuf, bytes, &fp);
+  return Op{fp, [=](const detail::CollArgs& a) {
               return runChoice(choice, a, sendbuf, recvbuf, count, root);
             }};
 }

@@ -73,6 +73,11 @@ class Communicator::Impl {
   Result<Op> broadcastOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                          int root) const;
   bool hasSegment() const { return segment_ != nullptr; }
+  /// Marks *fp (detail::sharedWindowsRoot) when the operation runs on buffers in shared windows:
+  /// `choice` is the shm row on one host, the collective's vector is above kWindowsMinBytes, and
+  /// this rank's send and receive buffers lie in its windows.
+  void markSharedWindows(const Choice& choice, size_t bytes, const void* sendbuf, size_t sendBytes,
+                         const void* recvbuf, size_t recvBytes, detail::Fingerprint* fp) const;
   /// Communicator::allocShared/freeShared: windows of the host's segment, or, with no segment
   /// (one rank on this host, or the tcp transport forced), private memory kept in privateWindows_.
   Result<void*> allocShared(size_t bytes);

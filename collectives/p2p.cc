@@ -16,8 +16,7 @@ std::string Fingerprint::describe() const {
       collective == Collective::kReduceScatter) {
     s += std::string(", ") + reduceOpName(op);
   }
-  if (root >= 0) s += ", root=" + std::to_string(root);
-  if (root <= kRootedSharedWindows) s += ", root=" + std::to_string(kRootedSharedWindows - root);
+  if (fingerprintRoot(root) >= 0) s += ", root=" + std::to_string(fingerprintRoot(root));
   if (root == kRootSharedWindows || root <= kRootedSharedWindows) {
     s += ", buffers in shared windows";
   }

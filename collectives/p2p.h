@@ -50,6 +50,10 @@ inline constexpr int kRootedSharedWindows = -16;
 inline int sharedWindowsRoot(int root) {
   return root < 0 ? kRootSharedWindows : kRootedSharedWindows - root;
 }
+/// The collective's root from a fingerprint's (−1: none).
+inline int fingerprintRoot(int root) {
+  return root >= 0 ? root : root <= kRootedSharedWindows ? kRootedSharedWindows - root : -1;
+}
 
 /// collective | dtype | op | root in one word (the count travels beside it): the form of a
 /// fingerprint in frame metadata, in the intra-host segment and in the rendezvous store.

@@ -11,9 +11,6 @@
 namespace braid::detail {
 
 namespace {
-/// At or below this (the collective's whole vector), the segment's schedules take one hand-off
-/// and a copy that stays in cache: quicker than the windows' two or three hand-offs.
-constexpr size_t kWindowsMinBytes = 16 * 1024;
 /// foldSharedWindows goes through a tile that stays in L1: every contribution of a tile is read
 /// before its output is written (in place, the output is the own input).
 constexpr size_t kTileBytes = 16 * 1024;
@@ -39,31 +36,26 @@ void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, s
   }
 }
 
-bool inSharedWindows(const CollArgs& a, size_t bytes, const void* sendbuf, size_t sendBytes,
-                     const void* recvbuf, size_t recvBytes, uint64_t* sendRef, uint64_t* recvRef) {
-  ShmSegment* seg = a.shm;
-  if (seg == nullptr || seg->localSize() != a.size || a.group != nullptr ||
-      bytes <= kWindowsMinBytes) {
-    return false;
+Status sharedWindowRefs(const CollArgs& a, const void* sendbuf, size_t sendBytes,
+                        const void* recvbuf, size_t recvBytes, uint64_t* sendRef,
+                        uint64_t* recvRef) {
+  *sendRef = a.shm->windowRef(sendbuf, sendBytes);
+  *recvRef = a.shm->windowRef(recvbuf, recvBytes);
+  if (*sendRef == 0 || *recvRef == 0) {
+    return invalidUsage(
+        "a buffer of this operation left its shared window (freed by freeShared "
+        "after the operation was issued?)");
   }
-  *sendRef = seg->windowRef(sendbuf, sendBytes);
-  *recvRef = *sendRef != 0 ? seg->windowRef(recvbuf, recvBytes) : 0;
-  return *recvRef != 0;
+  return Status::ok();
 }
 
 Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef,
                             size_t sendBytes, size_t recvBytes, WindowedCall* w) {
   ShmSegment* seg = a.shm;
   const int me = seg->localIndex();
-  Fingerprint fp = a.fp;
-  fp.root = sharedWindowsRoot(fp.root);
-  // Announced again, marked: a peer whose buffers are not in windows may run a schedule that
-  // never meets this one in the segment (the reduce-scatter's ring beyond a half slot); both
-  // then find the mismatch in the announcements within a millisecond.
-  seg->announce(a.seq, fp);
   w->g = seg->nextGeneration();
   seg->setWindowRefs(w->g, sendRef, recvRef);
-  seg->arrive(w->g, a.seq, fp);
+  seg->arrive(w->g, a.seq, a.fp);
   BRAID_RETURN_IF_ERROR(seg->waitArrived(w->g, true));
   for (int i = 0; i < seg->localSize(); ++i) {
     w->send[i] = seg->peerWindow(i, w->g, true, sendBytes);
@@ -81,12 +73,10 @@ Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRe
 
 Status endInSharedWindows(const CollArgs& a) {
   ShmSegment* seg = a.shm;
-  Fingerprint fp = a.fp;
-  fp.root = sharedWindowsRoot(fp.root);
   // Arriving at g + 1 rewrites the fingerprint half of g − 1: every rank arrived at g already.
   const uint64_t g = seg->nextGeneration();
   seg->setWindowRefs(g, 0, 0);
-  seg->arrive(g, a.seq, fp);
+  seg->arrive(g, a.seq, a.fp);
   return seg->waitArrived(g, false);
 }
 

@@ -53,8 +53,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
   }
   const size_t total = bytes * static_cast<size_t>(a.size);
-  uint64_t sendRef = 0, recvRef = 0;
-  if (inSharedWindows(a, total, sendbuf, bytes, recvbuf, total, &sendRef, &recvRef)) {
+  if (inSharedWindows(a)) {
+    uint64_t sendRef = 0, recvRef = 0;
+    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, bytes, recvbuf, total, &sendRef, &recvRef));
     return runInWindows(a, sendRef, recvRef, recvbuf, bytes);
   }
   const int p = seg->localSize();

@@ -77,8 +77,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   ShmSegment* seg = a.shm;
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
-  uint64_t sendRef = 0, recvRef = 0;
-  if (inSharedWindows(a, bytes, sendbuf, bytes, recvbuf, bytes, &sendRef, &recvRef)) {
+  if (inSharedWindows(a)) {
+    uint64_t sendRef = 0, recvRef = 0;
+    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, bytes, recvbuf, bytes, &sendRef, &recvRef));
     return runInWindows(a, sendRef, recvRef, recvbuf, count);
   }
   if (bytes > seg->halfBytes()) return allReduceHierarchical(a, sendbuf, recvbuf, count, false);

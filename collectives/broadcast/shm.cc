@@ -46,10 +46,12 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     if (a.size > 1) return internalError("shm broadcast needs one host");
     return broadcastTree(a, sendbuf, recvbuf, count, root);
   }
-  // Only the root's send buffer is read; the others' stands for their receive buffer.
-  const void* windowSend = seg->localIndex() == root ? sendbuf : recvbuf;
-  uint64_t sendRef = 0, recvRef = 0;
-  if (inSharedWindows(a, bytes, windowSend, bytes, recvbuf, bytes, &sendRef, &recvRef)) {
+  if (inSharedWindows(a)) {
+    // Only the root's send buffer is read; the others' stands for their receive buffer.
+    const void* windowSend = seg->localIndex() == root ? sendbuf : recvbuf;
+    uint64_t sendRef = 0, recvRef = 0;
+    BRAID_RETURN_IF_ERROR(
+        sharedWindowRefs(a, windowSend, bytes, recvbuf, bytes, &sendRef, &recvRef));
     return runInWindows(a, sendRef, recvRef, recvbuf, bytes, root);
   }
   // On one host the local index is the rank.

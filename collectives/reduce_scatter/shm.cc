@@ -48,8 +48,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcou
   const size_t es = a.elemSize;
   const size_t bytes = recvcount * es;  // one block
   const size_t total = bytes * static_cast<size_t>(a.size);
-  uint64_t sendRef = 0, recvRef = 0;
-  if (a.size > 1 && inSharedWindows(a, total, sendbuf, total, recvbuf, bytes, &sendRef, &recvRef)) {
+  if (inSharedWindows(a)) {
+    uint64_t sendRef = 0, recvRef = 0;
+    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, total, recvbuf, bytes, &sendRef, &recvRef));
     return runInWindows(a, sendRef, recvRef, recvbuf, recvcount);
   }
   if (a.size == 1 || seg == nullptr || bytes * static_cast<size_t>(a.size) > seg->halfBytes()) {

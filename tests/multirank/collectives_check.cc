@@ -386,6 +386,30 @@ void runSharedWindows(Checker& c, bool quick) {
       ++salt;
     }
   }
+  // Asynchronous all-reduces in windows, two in flight on the progress thread (the windowed
+  // schedule there), in place in the two halves of the window.
+  {
+    const DataType t = DataType::kFloat32;
+    const size_t count = (region / 4 - 64) / 2;
+    float* half[2] = {reinterpret_cast<float*>(base + 64),
+                      reinterpret_cast<float*>(base + 64) + count};
+    std::shared_ptr<Work> works[2];
+    for (int k = 0; k < 2; ++k) {
+      for (size_t i = 0; i < count; ++i) {
+        storeValue(t, half[k], i, testValue(t, ReduceOp::kSum, r, i, salt + k));
+      }
+      auto w = c.comm->allReduceAsync(half[k], half[k], count, t, ReduceOp::kSum);
+      if (!c.ok(w.status(), "allReduceAsync in a shared window")) return;
+      works[k] = *w;
+    }
+    for (int k = 0; k < 2; ++k) {
+      const std::string name = "async allreduce in a shared window #" + std::to_string(k);
+      if (!c.ok(works[k]->wait(), name)) continue;
+      compare(c, name, t, ReduceOp::kSum, half[k], count,
+              [&](size_t i) { return expectedReduce(t, ReduceOp::kSum, p, i, salt + k); });
+    }
+    salt += 2;
+  }
   // freeShared is local: rank 0 frees a pointer that is no window (kInvalidArgument), and
   // nothing changes for anyone.
   if (r == 0) {
