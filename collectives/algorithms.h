@@ -179,18 +179,13 @@ inline constexpr size_t kWindowsMinBytes = 16 * 1024;
 /// communicator decides it when it builds the operation (the shm row on one host, above
 /// kWindowsMinBytes, this rank's buffers in its windows), so that the operation's first
 /// announcement already tells a peer that decided otherwise.
-inline bool inSharedWindows(const CollArgs& a) {
-  return a.fp.root == kRootSharedWindows || a.fp.root <= kRootedSharedWindows;
-}
-/// The references of this rank's buffers (kInvalidUsage when one is no longer in a window).
-Status sharedWindowRefs(const CollArgs& a, const void* sendbuf, size_t sendBytes,
-                        const void* recvbuf, size_t recvBytes, uint64_t* sendRef,
-                        uint64_t* recvRef);
-/// Publishes the references, arrives (a rank whose buffers are not in windows fails the order
-/// check: the fingerprints differ), waits for every local rank and resolves their buffers
-/// (sendBytes and recvBytes: what every rank's buffers hold).
-Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, size_t sendBytes,
-                            size_t recvBytes, WindowedCall* w);
+inline bool inSharedWindows(const CollArgs& a) { return sharedWindowsMarked(a.fp.root); }
+/// Publishes where this rank's buffers lie in its windows (kInvalidUsage when one is no longer
+/// in a window), arrives (a rank whose buffers are not in windows fails the order check: the
+/// fingerprints differ), waits for every local rank and resolves their buffers (sendBytes and
+/// recvBytes: what every rank's buffers hold).
+Status beginInSharedWindows(const CollArgs& a, const void* sendbuf, size_t sendBytes,
+                            const void* recvbuf, size_t recvBytes, WindowedCall* w);
 /// The last hand-off: no rank returns (letting its caller rewrite its buffers) while a peer
 /// still reads them.
 Status endInSharedWindows(const CollArgs& a);

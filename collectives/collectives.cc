@@ -524,8 +524,7 @@ Result<void*> Communicator::Impl::allocShared(size_t bytes) {
       true, [&](const detail::CollArgs& a) -> Status {
         if (a.hostShm != nullptr) {
           out = a.hostShm->allocWindow(id, bytes, a.seq, a.fp);
-          const Code c = out.status().code();
-          if (!out.isOk() && c != Code::kSystem && c != Code::kInvalidArgument) return out.status();
+          if (!out.isOk() && out.status().code() != Code::kSystem) return out.status();
         } else {
           const size_t mapBytes = std::max<size_t>(bytes, 1);
           void* p =

@@ -17,9 +17,7 @@ std::string Fingerprint::describe() const {
     s += std::string(", ") + reduceOpName(op);
   }
   if (fingerprintRoot(root) >= 0) s += ", root=" + std::to_string(fingerprintRoot(root));
-  if (root == kRootSharedWindows || root <= kRootedSharedWindows) {
-    s += ", buffers in shared windows";
-  }
+  if (sharedWindowsMarked(root)) s += ", buffers in shared windows";
   if (root == kRootWindowAlloc) s += ": allocShared";
   if (root == kRootWindowFree) s += ": freeShared";
   return s + ")";

@@ -50,6 +50,10 @@ inline constexpr int kRootedSharedWindows = -16;
 inline int sharedWindowsRoot(int root) {
   return root < 0 ? kRootSharedWindows : kRootedSharedWindows - root;
 }
+/// Whether a fingerprint's root marks a collective on buffers in shared windows.
+inline bool sharedWindowsMarked(int root) {
+  return root == kRootSharedWindows || root <= kRootedSharedWindows;
+}
 /// The collective's root from a fingerprint's (−1: none).
 inline int fingerprintRoot(int root) {
   return root >= 0 ? root : root <= kRootedSharedWindows ? kRootedSharedWindows - root : -1;

@@ -36,23 +36,17 @@ void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, s
   }
 }
 
-Status sharedWindowRefs(const CollArgs& a, const void* sendbuf, size_t sendBytes,
-                        const void* recvbuf, size_t recvBytes, uint64_t* sendRef,
-                        uint64_t* recvRef) {
-  *sendRef = a.shm->windowRef(sendbuf, sendBytes);
-  *recvRef = a.shm->windowRef(recvbuf, recvBytes);
-  if (*sendRef == 0 || *recvRef == 0) {
+Status beginInSharedWindows(const CollArgs& a, const void* sendbuf, size_t sendBytes,
+                            const void* recvbuf, size_t recvBytes, WindowedCall* w) {
+  ShmSegment* seg = a.shm;
+  const int me = seg->localIndex();
+  const uint64_t sendRef = seg->windowRef(sendbuf, sendBytes);
+  const uint64_t recvRef = seg->windowRef(recvbuf, recvBytes);
+  if (sendRef == 0 || recvRef == 0) {
     return invalidUsage(
         "a buffer of this operation left its shared window (freed by freeShared "
         "after the operation was issued?)");
   }
-  return Status::ok();
-}
-
-Status beginInSharedWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef,
-                            size_t sendBytes, size_t recvBytes, WindowedCall* w) {
-  ShmSegment* seg = a.shm;
-  const int me = seg->localIndex();
   w->g = seg->nextGeneration();
   seg->setWindowRefs(w->g, sendRef, recvRef);
   seg->arrive(w->g, a.seq, a.fp);

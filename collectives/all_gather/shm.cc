@@ -25,13 +25,12 @@ namespace {
 // Buffers in shared windows on every rank (Communicator::allocShared): every rank copies the
 // others' blocks straight from their send buffers (one copy per byte, none through the slots),
 // then a last hand-off keeps each send buffer unchanged until every peer has read it.
-Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
-                    size_t bytes) {
+Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t bytes) {
   const int p = a.shm->localSize();
   const int me = a.shm->localIndex();
   WindowedCall w;
   BRAID_RETURN_IF_ERROR(
-      beginInSharedWindows(a, sendRef, recvRef, bytes, bytes * static_cast<size_t>(p), &w));
+      beginInSharedWindows(a, sendbuf, bytes, recvbuf, bytes * static_cast<size_t>(p), &w));
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   for (int k = 1; k <= p; ++k) {  // the next rank's block first: the ranks spread their reads
     const int i = (me + k) % p;
@@ -52,12 +51,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     if (a.size > 1) return internalError("shm all-gather needs one host");
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
   }
-  const size_t total = bytes * static_cast<size_t>(a.size);
-  if (inSharedWindows(a)) {
-    uint64_t sendRef = 0, recvRef = 0;
-    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, bytes, recvbuf, total, &sendRef, &recvRef));
-    return runInWindows(a, sendRef, recvRef, recvbuf, bytes);
-  }
+  if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes);
   const int p = seg->localSize();
   const int me = seg->localIndex();
   const size_t piece = seg->pieceBytes(a.elemSize);

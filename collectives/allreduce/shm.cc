@@ -20,7 +20,6 @@
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
 //   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
 //   bandwidth term.
-#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -45,13 +44,12 @@ constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
 // three hand-offs. On the 2-core VM (2 ranks, braid-perf -R 0 vs -R 1, interleaved) 1.6× quicker
 // at 1 MiB and 1.9× at 4 MiB out of place; in place (the input rewritten by the previous call)
 // 1.05× and 1.3×.
-Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
-                    size_t count) {
+Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
   const int p = a.shm->localSize();
   const int me = a.shm->localIndex();
   const size_t es = a.elemSize;
   WindowedCall w;
-  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, sendRef, recvRef, count * es, count * es, &w));
+  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, sendbuf, count * es, recvbuf, count * es, &w));
   uint8_t* dst = static_cast<uint8_t*>(recvbuf);
   const size_t lo = blockStart(count, p, me);
   const size_t hi = blockStart(count, p, me + 1);
@@ -77,11 +75,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   ShmSegment* seg = a.shm;
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
-  if (inSharedWindows(a)) {
-    uint64_t sendRef = 0, recvRef = 0;
-    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, bytes, recvbuf, bytes, &sendRef, &recvRef));
-    return runInWindows(a, sendRef, recvRef, recvbuf, count);
-  }
+  if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, count);
   if (bytes > seg->halfBytes()) return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
   // One chunk (at most a half slot). count == 0 still synchronizes once, so that a mismatch
   // (0 vs n) is detected.

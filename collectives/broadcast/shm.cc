@@ -26,10 +26,11 @@ namespace {
 // receive buffers; Communicator::allocShared): every rank copies the message straight from the
 // root's send buffer (one copy, no pieces through the root's slot), then a last hand-off keeps
 // it unchanged until every rank has read it.
-Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
-                    size_t bytes, int root) {
+Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t bytes, int root) {
+  // Only the root's send buffer is read; the others' receive buffer stands for theirs.
   WindowedCall w;
-  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, sendRef, recvRef, bytes, bytes, &w));
+  BRAID_RETURN_IF_ERROR(beginInSharedWindows(a, a.shm->localIndex() == root ? sendbuf : recvbuf,
+                                             bytes, recvbuf, bytes, &w));
   copyIfDistinct(recvbuf, w.send[root], bytes);
   return endInSharedWindows(a);
 }
@@ -46,14 +47,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     if (a.size > 1) return internalError("shm broadcast needs one host");
     return broadcastTree(a, sendbuf, recvbuf, count, root);
   }
-  if (inSharedWindows(a)) {
-    // Only the root's send buffer is read; the others' stands for their receive buffer.
-    const void* windowSend = seg->localIndex() == root ? sendbuf : recvbuf;
-    uint64_t sendRef = 0, recvRef = 0;
-    BRAID_RETURN_IF_ERROR(
-        sharedWindowRefs(a, windowSend, bytes, recvbuf, bytes, &sendRef, &recvRef));
-    return runInWindows(a, sendRef, recvRef, recvbuf, bytes, root);
-  }
+  if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes, root);
   // On one host the local index is the rank.
   const int me = seg->localIndex();
   const size_t piece = seg->pieceBytes(es);

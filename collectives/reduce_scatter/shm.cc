@@ -8,7 +8,6 @@
 // take runInWindows below at any size.
 // Cost for S = p·b bytes: α_sync + (p−1)·b/B_copy (in) + (p−1)·b·γ (every rank reduces its block
 // at once, sharing the cores: cpuShare), slower out of cache.
-#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -23,15 +22,14 @@ namespace {
 // block of the p send buffers where they lie, in rank order, into its output (no copy into the
 // slots), then a last hand-off keeps each send buffer unchanged until every peer has read it.
 // Any size: nothing passes through the segment.
-Status runInWindows(const CollArgs& a, uint64_t sendRef, uint64_t recvRef, void* recvbuf,
-                    size_t recvcount) {
+Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount) {
   const int p = a.shm->localSize();
   const int me = a.shm->localIndex();
   const size_t es = a.elemSize;
   const size_t bytes = recvcount * es;
   WindowedCall w;
   BRAID_RETURN_IF_ERROR(
-      beginInSharedWindows(a, sendRef, recvRef, bytes * static_cast<size_t>(p), bytes, &w));
+      beginInSharedWindows(a, sendbuf, bytes * static_cast<size_t>(p), recvbuf, bytes, &w));
   // Nobody reads the output: plain stores, so it stays in this core's cache for the caller.
   foldSharedWindows(a, w, static_cast<size_t>(me) * recvcount, recvcount,
                     static_cast<uint8_t*>(recvbuf), /*stream=*/false);
@@ -47,12 +45,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcou
   ShmSegment* seg = a.shm;
   const size_t es = a.elemSize;
   const size_t bytes = recvcount * es;  // one block
-  const size_t total = bytes * static_cast<size_t>(a.size);
-  if (inSharedWindows(a)) {
-    uint64_t sendRef = 0, recvRef = 0;
-    BRAID_RETURN_IF_ERROR(sharedWindowRefs(a, sendbuf, total, recvbuf, bytes, &sendRef, &recvRef));
-    return runInWindows(a, sendRef, recvRef, recvbuf, recvcount);
-  }
+  if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, recvcount);
   if (a.size == 1 || seg == nullptr || bytes * static_cast<size_t>(a.size) > seg->halfBytes()) {
     if (a.size > 1 && seg == nullptr) return internalError("shm reduce-scatter needs one host");
     return reduceScatterRing(a, sendbuf, recvbuf, recvcount);
