@@ -308,6 +308,15 @@ void runSharedWindows(Checker& c, bool quick) {
   // Sizes differ per rank; the receive region starts at an odd offset of whole elements.
   Result<void*> win = c.comm->allocShared(2 * region + 4096 * static_cast<size_t>(r));
   if (!c.ok(win.status(), "allocShared")) return;
+  // Windows change only the shm rows' schedules: where every rank is on this host, force them,
+  // whatever this machine's model picks (elsewhere the memory works as any other; auto runs).
+  constexpr Collective kWindowed[] = {Collective::kAllReduce, Collective::kReduceScatter,
+                                      Collective::kAllGather, Collective::kBroadcast};
+  const bool oneHost = c.comm->numHosts() == 1 && p > 1 &&
+                       c.comm->setAlgorithm(Collective::kAllReduce, "shm").isOk();
+  for (Collective k : kWindowed) {
+    if (oneHost) c.ok(c.comm->setAlgorithm(k, "shm"), "forcing the shm row");
+  }
   uint8_t* base = static_cast<uint8_t*>(*win);
   ++c.checks;
   if (base[0] != 0 || base[2 * region - 1] != 0) c.fail("allocShared memory is not zeroed");
@@ -424,6 +433,7 @@ void runSharedWindows(Checker& c, bool quick) {
   Status twice = c.comm->freeShared(base);
   ++c.checks;
   if (twice.code() != Code::kInvalidArgument) c.fail("double freeShared: got " + twice.toString());
+  for (Collective k : kWindowed) c.ok(c.comm->setAlgorithm(k, "auto"), "back to auto");
   c.ok(c.comm->barrier(), "barrier after shared windows");
 }
 
@@ -780,6 +790,13 @@ int scenarioMismatchWindows(Communicator* comm, bool reduceScatter) {
   Result<void*> win = comm->allocShared((static_cast<size_t>(p) + 1) * count * 4);
   if (!win.isOk()) {
     fprintf(stderr, "rank %d: FAIL allocShared: %s\n", r, win.status().toString().c_str());
+    return 1;
+  }
+  // Windows change only the shm row's schedule: force it, whatever this machine's model picks.
+  Status forced = comm->setAlgorithm(
+      reduceScatter ? Collective::kReduceScatter : Collective::kAllReduce, "shm");
+  if (!forced.isOk()) {
+    fprintf(stderr, "rank %d: FAIL forcing shm: %s\n", r, forced.toString().c_str());
     return 1;
   }
   std::vector<float> own((static_cast<size_t>(p) + 1) * count, 1.0f);
