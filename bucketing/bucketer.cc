@@ -276,7 +276,7 @@ void Bucketer::Impl::applyPlan(const detail::BucketPlan& plan) {
   std::memset(storage.get(), 0, std::max(total, kAlign));
   size_t at = 0;
   for (auto& b : nb) {
-    b->data = storage.get() + at;
+    b->data = b->live = storage.get() + at;
     at += alignUp(b->bytes);
     b->codec = codecFor(b->type, b->bytes);
     if (b->codec != nullptr) {
@@ -297,7 +297,7 @@ void Bucketer::Impl::applyPlan(const detail::BucketPlan& plan) {
     for (size_t i = 0; i < n; ++i) {
       const Bucket& ob = *buckets_[static_cast<size_t>(bucketOf_[i])];
       Bucket& b = *nb[static_cast<size_t>(newBucketOf[i])];
-      std::memcpy(b.data + newOffset[i], ob.data + offsetOf_[i], specs_[i].bytes());
+      std::memcpy(b.data + newOffset[i], ob.live + offsetOf_[i], specs_[i].bytes());
     }
   }
   buckets_ = std::move(nb);
@@ -355,6 +355,7 @@ void Bucketer::Impl::moveCodecState(const std::vector<std::unique_ptr<Bucket>>& 
 void Bucketer::Impl::resetBucketCounters() {
   for (auto& b : buckets_) {
     b->pending.store(static_cast<int>(b->params.size()), std::memory_order_relaxed);
+    b->live = b->data;
     b->launchNs = b->startNs = b->doneNs = 0;
     b->wireBytes = 0;
   }
@@ -375,7 +376,7 @@ Result<const void*> Bucketer::result(uint32_t id) const {
   if (!m.finalized_) return invalidUsage("result: call finalize() first");
   BRAID_ASSIGN_OR_RETURN(int idx, m.lookup(id, "result"));
   const size_t i = static_cast<size_t>(idx);
-  return static_cast<const void*>(m.buckets_[static_cast<size_t>(m.bucketOf_[i])]->data +
+  return static_cast<const void*>(m.buckets_[static_cast<size_t>(m.bucketOf_[i])]->live +
                                   m.offsetOf_[i]);
 }
 
@@ -463,6 +464,8 @@ Status Bucketer::Impl::markInternal(int idx, void* grad, bool unused) {
     if (!opts_.zeroCopy) {
       if (hasData_[i]) {
         reduceInto(spec.type, ReduceOp::kSum, slot, grad, spec.count);
+      } else if (reducesInPlace(b) && bytes > 0) {
+        b.live = static_cast<uint8_t*>(grad);
       } else if (bytes > 0) {
         std::memcpy(slot, grad, bytes);
       }

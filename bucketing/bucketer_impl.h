@@ -41,6 +41,10 @@ class Bucketer::Impl {
     size_t count = 0;
     std::vector<int> params;
     uint8_t* data = nullptr;
+    // What this step's collectives run on: data, or (copy mode) the gradient of a bucket's
+    // only parameter, reduced in place where the caller keeps it (no copy in or back, as
+    // Horovod skips its fusion buffer for one tensor). Set before pending reaches zero.
+    uint8_t* live = nullptr;
     std::atomic<int> pending{0};
     // Compression: the codec of its size class (null: the native all-reduce), its identity
     // for codec state (hashBucket), and its tensors as the codec views them.
@@ -126,6 +130,11 @@ class Bucketer::Impl {
   Status initCodecs();
   /// The codec for a bucket of this dtype and size (null: uncompressed).
   Codec* codecFor(DataType type, size_t bytes) const;
+  /// Copy mode, a communicating step: a bucket of one uncompressed parameter is all-reduced in
+  /// the caller's gradient (Bucket::live) instead of a copy of it.
+  bool reducesInPlace(const Bucket& b) const {
+    return !opts_.zeroCopy && !stepAccumulate_ && b.params.size() == 1 && b.codec == nullptr;
+  }
   void applyPlan(const detail::BucketPlan& plan);
   /// Moves error-feedback residuals from buckets_ to the new layout nb, per parameter.
   void moveCodecState(const std::vector<std::unique_ptr<Bucket>>& nb);

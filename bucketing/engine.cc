@@ -8,7 +8,10 @@
 // piece, while later pieces are on the wire: so only the last piece's copy back stays in the
 // step's tail, not the whole last bucket's (BERT's 94 MB word embedding: a copy of ~10 ms on
 // the 2-core VM, where no core is free to overlap it, so pieces are off by default: 0 = one
-// piece per bucket). Then one all-gather of R = 2·nb + ⌈n/64⌉ u64 per
+// piece per bucket). In copy mode a bucket of one gradient is neither copied in nor back: it is
+// all-reduced where the caller keeps that gradient (Bucketer::Impl::reducesInPlace), so a large
+// last gradient that the layout isolates leaves only its all-reduce in the tail. Then one
+// all-gather of R = 2·nb + ⌈n/64⌉ u64 per
 // rank carries each rank's (start, done) timestamps per bucket and its used-parameter bitmap:
 // skew and unused parameters come from it, no barrier is added. Cost ≈ α + p·R·8·β (one small
 // message; the ranks are already aligned by the last bucket). Once, after the first communicating
@@ -228,9 +231,10 @@ void Bucketer::Impl::runStep(uint64_t step) {
            " parameters, " + std::to_string(b.bytes) + " bytes, first " +
            paramLabel(b.params.front()) + ") on rank " + std::to_string(comm_->rank());
   };
-  // Copies bytes [from, to) of bucket b back to the gradients that overlap them.
+  // Copies bytes [from, to) of bucket b back to the gradients that overlap them (none when the
+  // bucket was reduced where its gradient lies).
   auto copyOut = [this](const Bucket& b, size_t from, size_t to) {
-    if (opts_.zeroCopy) return;
+    if (opts_.zeroCopy || b.live != b.data) return;
     for (int idx : b.params) {
       auto* dst = static_cast<uint8_t*>(userPtr_[static_cast<size_t>(idx)]);
       const size_t off = offsetOf_[static_cast<size_t>(idx)];
@@ -278,7 +282,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
         b.launchNs = nowNs();
         b.wireBytes = b.bytes;
       }
-      auto w = comm_->allReduceAsync(b.data + lo * es, b.data + lo * es, hi - lo, b.type, op_);
+      auto w = comm_->allReduceAsync(b.live + lo * es, b.live + lo * es, hi - lo, b.type, op_);
       if (!w.isOk()) {
         st = w.status().withContext("step " + std::to_string(step) + ", " + bucketWhere(next));
         break;

@@ -58,8 +58,13 @@ BucketPlan planBuckets(const std::vector<ParamSpec>& params, const std::vector<i
 
 double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan,
                     const std::vector<double>& readyNs, const AlphaBeta& model) {
-  // The pieces in launch order: (ready time, bytes).
-  std::vector<std::pair<double, size_t>> pieces;
+  // The pieces in launch order: (ready time, bytes copied back or 0 (a bucket of one gradient is
+  // reduced where that gradient lies), bytes).
+  struct Piece {
+    double ready;
+    size_t copied, bytes;
+  };
+  std::vector<Piece> pieces;
   for (const std::vector<int>& b : plan) {
     double ready = 0;
     size_t bytes = 0;
@@ -71,7 +76,7 @@ double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan
     size_t off = 0;
     do {
       const size_t len = std::min(piece, bytes - off);
-      pieces.emplace_back(ready, len);
+      pieces.push_back(Piece{ready, b.size() == 1 ? 0 : len, len});
       off += len;
     } while (off < bytes);
   }
@@ -79,19 +84,19 @@ double simulatePlan(const std::vector<ParamSpec>& params, const BucketPlan& plan
   // has room; otherwise wait for the oldest queued piece and copy it back; otherwise wait for
   // the next piece's gradients. The communicator runs queued all-reduces one at a time.
   const size_t window = static_cast<size_t>(std::max(1, model.window));
-  std::deque<std::pair<double, size_t>> queued;  // (all-reduce done, bytes)
+  std::deque<std::pair<double, size_t>> queued;  // (all-reduce done, bytes copied back)
   double now = 0, commFree = 0;
   size_t next = 0;
   while (next < pieces.size() || !queued.empty()) {
-    if (next < pieces.size() && pieces[next].first <= now && queued.size() < window) {
-      commFree = std::max(now, commFree) + model.commNs(pieces[next].second);
-      queued.emplace_back(commFree, pieces[next].second);
+    if (next < pieces.size() && pieces[next].ready <= now && queued.size() < window) {
+      commFree = std::max(now, commFree) + model.commNs(pieces[next].bytes);
+      queued.emplace_back(commFree, pieces[next].copied);
       ++next;
     } else if (!queued.empty()) {
       now = std::max(now, queued.front().first) + model.copyNs(queued.front().second);
       queued.pop_front();
     } else {
-      now = pieces[next].first;
+      now = pieces[next].ready;
     }
   }
   return now;

@@ -15,7 +15,8 @@
 // one all-reduce on the communicator, which runs them one after another (a piece starts at
 // max(launch, previous piece done) and takes a + C(piece)); the engine launches a ready piece
 // while fewer than `window` are queued, and otherwise waits for the oldest and copies it back to
-// the gradients (copy back of piece j overlaps the all-reduce of j+1). The candidate with the
+// the gradients (copy back of piece j overlaps the all-reduce of j+1; a bucket of one gradient
+// is reduced where the gradient lies and has no copy back). The candidate with the
 // shortest tail (last completion − last ready) wins; within 2% (+ two bucket latencies) of it, the
 // fewest buckets. Each cap is tried with and without isolating parameters that fill a bucket
 // alone: a large gradient that is ready last (BERT's 94 MB word embedding) then no longer drags

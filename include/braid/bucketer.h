@@ -75,7 +75,8 @@ braidResult_t braidBucketerFinalize(braidBucketer_t bucketer);
 /** Zero-copy mode: where the gradient of id lives (changes at most once, at the rebuild). */
 braidResult_t braidBucketerGradientBuffer(braidBucketer_t bucketer, uint32_t id, void** ptr);
 braidResult_t braidBucketerBeginStep(braidBucketer_t bucketer, int accumulate);
-/** Any thread, any order. */
+/** Any thread, any order. Copy mode: grad stays alive and untouched until
+ *  braidBucketerFinishStep returns (a gradient alone in its bucket is reduced in place). */
 braidResult_t braidBucketerMarkReady(braidBucketer_t bucketer, uint32_t id, void* grad);
 braidResult_t braidBucketerMarkUnused(braidBucketer_t bucketer, uint32_t id);
 /** Waits for every bucket and writes results back; metrics may be NULL. */

@@ -149,7 +149,9 @@ class Bucketer {
   /// Zero-copy mode: where parameter id's gradient lives. Valid until the layout changes
   /// (layoutVersion() increases, at most once, reported by StepMetrics::rebuilt).
   Result<void*> gradientBuffer(uint32_t id);
-  /// The reduced gradient of id after finishStep() (in bucket storage, both modes).
+  /// The reduced gradient of id after finishStep(): in bucket storage, or (copy mode) the
+  /// gradient passed to markReady when id's bucket holds it alone and was reduced there, in
+  /// place (valid as long as the caller keeps that gradient).
   Result<const void*> result(uint32_t id) const;
   /// Zero-copy mode: sets every gradient to zero.
   void zeroGradients();
@@ -159,8 +161,10 @@ class Bucketer {
   /// mode) or left in place (zero-copy) until the next communicating step. Every rank must make
   /// the same sequence of choices.
   Status beginStep(bool accumulate = false);
-  /// Gradient id is final for this step (copy mode: grad is read now and written with the result
-  /// at finishStep; zero-copy: grad is null or gradientBuffer(id)). Any thread, any order.
+  /// Gradient id is final for this step (copy mode: grad is read from now on and written with
+  /// the result by finishStep, so it must stay untouched and alive until finishStep returns; a
+  /// gradient alone in its bucket is all-reduced in place there; zero-copy: grad is null or
+  /// gradientBuffer(id)). Any thread, any order.
   Status markReady(uint32_t id, void* grad);
   /// Parameter id takes no part in this step on this rank (contributes zero).
   Status markUnused(uint32_t id);

@@ -317,7 +317,7 @@ class Bucketer:
         self._b.begin_step(accumulate)
 
     def mark_ready(self, pid, grad=None):
-        """grad: a tensor/array or an address (copy mode: read now, written back at
+        """grad: a tensor/array or an address (copy mode: read from now on, written back by
         finish_step); zero-copy mode: None."""
         if grad is None:
             addr = 0

@@ -24,6 +24,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "braid/bucketer.hpp"
@@ -241,6 +242,13 @@ void runConfig(Communicator& comm, const Config& config, uint64_t seed) {
       CHECK_OK(met.status(), cfg.label + " finishStep step " + std::to_string(step));
       if (met->communicated == accumulate) fail(cfg.label + " communicated flag wrong");
     }
+    // Copy mode: a gradient alone in its bucket (the layout in effect from window 1 on, after
+    // the rebuild) and not accumulated before the sync step is reduced where it lies, so its
+    // result is that gradient itself.
+    std::unordered_map<uint32_t, size_t> sizeOf;
+    for (const auto& bucket : b.bucketLayout()) {
+      for (uint32_t id : bucket) sizeOf[id] = bucket.size();
+    }
     // Reference: one all-reduce per tensor of this rank's window contribution.
     for (Param& x : ps) {
       const size_t bytes = x.count * dataTypeSize(x.type);
@@ -251,6 +259,11 @@ void runConfig(Communicator& comm, const Config& config, uint64_t seed) {
       const void* got = (!cfg.zeroCopy && x.readyInSyncStep) ? x.grad.data() : *res;
       const std::string where = cfg.label + " window " + std::to_string(w) + " param " + x.name +
                                 " (" + dataTypeName(x.type) + " x " + std::to_string(x.count) + ")";
+      if (!cfg.zeroCopy && w > 0 && micros == 0 && x.readyInSyncStep && bytes > 0 &&
+          sizeOf[x.id] == 1 && *res != static_cast<const void*>(x.grad.data())) {
+        fail(where + ": alone in its bucket but not reduced in place (result() is not the "
+                     "gradient)");
+      }
       if (bytes > 0 && std::memcmp(*res, want.data(), bytes) != 0 && !x.realValued) {
         fail(where + ": bucket result differs from per-tensor all-reduce");
       }

@@ -165,10 +165,10 @@ TEST(LayoutTest, AutoCapsCommBoundBeatsExtremes) {
 // a window of 2 only the last piece's copy back follows the last all-reduce; with a window of 1
 // every copy back holds up the next piece (the simulation runs the engine's loop).
 TEST(LayoutTest, SimulationOverlapsPiecesCopyBackWithTheWindow) {
-  auto p = floats({size_t{16} << 20});  // one 64 MiB gradient, ready at 1 ms
-  const BucketPlan plan = {{0}};
-  const std::vector<double> ready = {1e6};
-  const double bytes = static_cast<double>(p[0].bytes());
+  auto p = floats({size_t{8} << 20, size_t{8} << 20});  // one 64 MiB bucket, ready at 1 ms
+  const BucketPlan plan = {{0, 1}};
+  const std::vector<double> ready = {1e6, 1e6};
+  const double bytes = static_cast<double>(p[0].bytes() + p[1].bytes());
   AlphaBeta m;
   m.aNs = 0;
   m.collectiveNs = [](size_t b) { return static_cast<double>(b); };  // 1 ns per byte
@@ -181,19 +181,21 @@ TEST(LayoutTest, SimulationOverlapsPiecesCopyBackWithTheWindow) {
   m.window = 2;
   m.pieceBytes = 0;  // one piece: its whole copy back is in the tail
   EXPECT_DOUBLE_EQ(simulatePlan(p, plan, ready, m), 1e6 + bytes * 1.5);
+  // Each gradient alone in its bucket: reduced where it lies, nothing to copy back.
+  EXPECT_DOUBLE_EQ(simulatePlan(p, {{0}, {1}}, ready, m), 1e6 + bytes);
 }
 
 // A later bucket waits for the communicator, not for the earlier bucket's copy back.
 TEST(LayoutTest, SimulationQueuesBucketsOnOneCommunicator) {
-  auto p = floats({1024, 1024});  // 4 KiB each, both ready at 0
-  const BucketPlan plan = {{0}, {1}};
+  auto p = floats({512, 512, 512, 512});  // two buckets of 4 KiB, all ready at 0
+  const BucketPlan plan = {{0, 1}, {2, 3}};
   AlphaBeta m;
   m.aNs = 100;
   m.collectiveNs = [](size_t) { return 1000.0; };
   m.copyNsPerByte = 1.0;  // 4096 ns per copy back
   m.window = 2;
   // Both launched at 0; the second all-reduce runs 1100–2200; copies 1100–5196 and 5196–9292.
-  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, {0, 0}, m), 1100 + 2 * 4096);
+  EXPECT_DOUBLE_EQ(simulatePlan(p, plan, {0, 0, 0, 0}, m), 1100 + 2 * 4096);
 }
 
 }  // namespace
