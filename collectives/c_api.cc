@@ -258,6 +258,21 @@ braidResult_t braidCommFreeShared(braidComm_t comm, void* ptr) {
   BRAID_C_CALL(comm, freeShared(ptr));
 }
 
+braidResult_t braidCommSharedQuery(braidComm_t comm, const void* window, int rank, void** ptr,
+                                   size_t* size) {
+  BRAID_C_CHECK_COMM(comm);
+  if (ptr == nullptr || size == nullptr) return badArg("ptr or size is null");
+  *ptr = nullptr;
+  *size = 0;
+  return guarded([&]() -> braidResult_t {
+    braid::Result<braid::SharedPart> p = comm->comm->sharedPart(window, rank);
+    if (!p.isOk()) return toResult(p.status());
+    *ptr = p->ptr;
+    *size = p->bytes;
+    return braidSuccess;
+  });
+}
+
 braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm) {
   BRAID_C_CALL(comm, send(sendbuff, count, toType(datatype), peer));

@@ -505,6 +505,10 @@ Result<void*> Communicator::allocShared(size_t bytes) { return impl_->allocShare
 
 Status Communicator::freeShared(void* ptr) { return impl_->freeShared(ptr); }
 
+Result<SharedPart> Communicator::sharedPart(const void* window, int rank) {
+  return impl_->sharedPart(window, rank);
+}
+
 // Every rank's word, gathered from inside an operation (allocShared, freeShared): they agree
 // across hosts, which the host's segment alone cannot see.
 Result<std::vector<uint64_t>> Communicator::Impl::gatherWords(uint64_t word) {
@@ -575,6 +579,49 @@ Status Communicator::Impl::freeShared(void* ptr) {
               "this communicator (or it was freed already)");
         } else {
           releaseWindow(id, ptr);
+        }
+        return Status::ok();
+      }));
+  return out;
+}
+
+// Local, and run as an operation like freeShared: the window table changes only in operations,
+// which may run on the progress thread.
+Result<SharedPart> Communicator::Impl::sharedPart(const void* window, int rank) {
+  Result<SharedPart> out = internalError("sharedPart did not run");
+  BRAID_RETURN_IF_ERROR(run(
+      makeFp(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, detail::kRootWindowQuery),
+      false, [&](const detail::CollArgs& a) -> Status {
+        if (rank < 0 || rank >= size_) {
+          out = invalidArgument("sharedPart: rank " + std::to_string(rank) +
+                                " is not a rank of this communicator of " +
+                                std::to_string(size_));
+          return Status::ok();
+        }
+        auto it = privateWindows_.find(const_cast<void*>(window));
+        if (it != privateWindows_.end()) {
+          if (rank == rank_) {
+            out = SharedPart{it->first, it->second.second};
+          } else {
+            out = invalidArgument("sharedPart: rank " + std::to_string(rank) +
+                                  "'s memory is not mapped on rank " + std::to_string(rank_) +
+                                  " (no shared segment here: another host, the tcp transport "
+                                  "forced, or one rank on this host)");
+          }
+          return Status::ok();
+        }
+        uint8_t* base = nullptr;
+        size_t bytes = 0;
+        if (a.hostShm == nullptr || a.hostShm->windowId(window) == 0) {
+          out = invalidArgument(
+              "sharedPart: this pointer is not one allocShared returned on this communicator "
+              "(or it was freed)");
+        } else if (!a.hostShm->windowPart(window, rank, &base, &bytes)) {
+          out = invalidArgument("sharedPart: rank " + std::to_string(rank) +
+                                " is not on rank " + std::to_string(rank_) +
+                                "'s host; its memory is not mapped here");
+        } else {
+          out = SharedPart{base, bytes};
         }
         return Status::ok();
       }));

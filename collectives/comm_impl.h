@@ -82,6 +82,7 @@ class Communicator::Impl {
   /// (one rank on this host, or the tcp transport forced), private memory kept in privateWindows_.
   Result<void*> allocShared(size_t bytes);
   Status freeShared(void* ptr);
+  Result<SharedPart> sharedPart(const void* window, int rank);
   /// Every rank's word, gathered from inside an operation (an all-gather run in place).
   Result<std::vector<uint64_t>> gatherWords(uint64_t word);
   /// Unmaps window id, which starts at ptr here (private or in the segment).

@@ -20,6 +20,7 @@ std::string Fingerprint::describe() const {
   if (sharedWindowsMarked(root)) s += ", buffers in shared windows";
   if (root == kRootWindowAlloc) s += ": allocShared";
   if (root == kRootWindowFree) s += ": freeShared";
+  if (root == kRootWindowQuery) s += ": sharedPart";
   return s + ")";
 }
 

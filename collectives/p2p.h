@@ -44,6 +44,7 @@ struct Fingerprint {
 inline constexpr int kRootSharedWindows = -2;  ///< a collective on buffers in shared windows
 inline constexpr int kRootWindowAlloc = -3;    ///< Communicator::allocShared (as a barrier)
 inline constexpr int kRootWindowFree = -4;     ///< Communicator::freeShared (as a barrier)
+inline constexpr int kRootWindowQuery = -5;    ///< Communicator::sharedPart (local)
 /// A rooted collective (root ≥ 0) on buffers in shared windows: kRootedSharedWindows − root.
 inline constexpr int kRootedSharedWindows = -16;
 /// The root a collective on buffers in shared windows carries in its fingerprint.

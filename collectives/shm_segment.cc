@@ -351,7 +351,7 @@ std::string ShmSegment::windowName(uint32_t id, int localIndex) const {
 
 void ShmSegment::unmapWindow(const Window& w) {
   for (size_t i = 0; i < w.base.size(); ++i) {
-    if (w.base[i] != nullptr) munmap(w.base[i], w.bytes[i]);
+    if (w.base[i] != nullptr) munmap(w.base[i], roundUp(std::max<size_t>(w.bytes[i], 1), 4096));
   }
 }
 
@@ -398,12 +398,12 @@ Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
       shm_unlink(mine.c_str());
     } else {
       w.base[me_] = static_cast<uint8_t*>(p);
-      w.bytes[me_] = pageBytes;
+      w.bytes[me_] = bytes;  // as asked (sharedPart reports it); mapped in whole pages
     }
   }
   // Every rank learns whether every part exists, then maps the others' parts.
   std::vector<uint64_t> words;
-  Status s = exchangeWord(failure.empty() ? pageBytes : kAllocFailed, seq, fp, &words);
+  Status s = exchangeWord(failure.empty() ? bytes : kAllocFailed, seq, fp, &words);
   if (!s.isOk()) {  // a peer stalled or left: the communicator fails
     if (w.base[me_] != nullptr) shm_unlink(mine.c_str());
     unmapWindow(w);
@@ -423,7 +423,8 @@ Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
     int fd = shm_open(theirs.c_str(), O_RDWR, 0600);
     void* p =
         fd < 0 ? MAP_FAILED
-               : mmap(nullptr, words[i], PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+               : mmap(nullptr, roundUp(std::max<uint64_t>(words[i], 1), 4096),
+                      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
       s = errnoError(
           "mapping rank " + std::to_string(localRanks_[i]) + "'s shared window " + theirs, errno);
@@ -456,6 +457,19 @@ uint32_t ShmSegment::windowId(const void* ptr) const {
     if (w.base[me_] == ptr) return w.id;
   }
   return 0;
+}
+
+bool ShmSegment::windowPart(const void* mine, int rank, uint8_t** base, size_t* bytes) const {
+  const auto local = std::find(localRanks_.begin(), localRanks_.end(), rank);
+  if (local == localRanks_.end()) return false;
+  const size_t i = static_cast<size_t>(local - localRanks_.begin());
+  for (const Window& w : windows_) {
+    if (w.base[me_] != mine) continue;
+    *base = w.base[i];
+    *bytes = w.bytes[i];
+    return true;
+  }
+  return false;
 }
 
 void ShmSegment::freeWindow(uint32_t id) {

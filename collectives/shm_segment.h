@@ -100,6 +100,9 @@ class ShmSegment {
   Result<void*> allocWindow(uint32_t id, size_t bytes, uint64_t seq, const Fingerprint& fp);
   /// The id of the window starting at ptr on this rank (0: none).
   uint32_t windowId(const void* ptr) const;
+  /// Global rank `rank`'s part of the window starting at `mine` on this rank, as mapped here;
+  /// false when there is no such window or rank is not one of this host's ranks.
+  bool windowPart(const void* mine, int rank, uint8_t** base, size_t* bytes) const;
   /// Unmaps window id here (the caller agreed with every rank that nobody uses it any more).
   void freeWindow(uint32_t id);
   /// Frees every window (the communicator's end).

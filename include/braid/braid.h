@@ -107,6 +107,11 @@ braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError
 braidResult_t braidCommAllocShared(braidComm_t comm, size_t size, void** ptr);
 /** Frees a window of braidCommAllocShared on this rank (local, as ncclMemFree). */
 braidResult_t braidCommFreeShared(braidComm_t comm, void* ptr);
+/** Where rank's part of the window `window` (this rank's pointer from braidCommAllocShared) is
+ *  mapped in this process, and its size, as MPI_Win_shared_query; braidInvalidArgument when
+ *  rank's memory is not mapped here (another host, tcp forced, one rank on this host). */
+braidResult_t braidCommSharedQuery(braidComm_t comm, const void* window, int rank, void** ptr,
+                                   size_t* size);
 braidResult_t braidCommCount(const braidComm_t comm, int* count);
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
 

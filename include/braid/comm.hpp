@@ -72,6 +72,12 @@ struct P2pOp {
   int peer = -1;
 };
 
+/// One rank's part of a shared window as this process maps it (Communicator::sharedPart).
+struct SharedPart {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
 /// Optional hooks of an open-ended point-to-point group, run on the calling thread while the
 /// group waits (they must not call this communicator).
 struct P2pGroupHooks {
@@ -206,6 +212,13 @@ class Communicator {
   /// this rank's asynchronous operations). Every rank frees it once no operation uses it any
   /// more; a collective naming a window a peer freed fails on every rank.
   Status freeShared(void* ptr);
+  /// Where rank `rank`'s part of a window is mapped in this process, and its size, as
+  /// MPI_Win_shared_query: `window` is the pointer allocShared returned on this rank. The caller
+  /// may read and write that memory directly, synchronizing with its owner by other means (a
+  /// barrier, say). kInvalidArgument when `window` is no window of this communicator (or was
+  /// freed), or when rank's memory is not mapped here: another host, the tcp transport forced,
+  /// or one rank on this host (then only this rank's own part is).
+  Result<SharedPart> sharedPart(const void* window, int rank);
 
   // Asynchronous variants: run on the communicator's progress thread in issue order. Buffers
   // must stay valid until the Work completes.

@@ -78,6 +78,24 @@ static int runRank(int rank, int nranks, braidUniqueId id) {
       float want = (float)(nranks * (nranks + 1) / 2) + (float)(nranks * (i % 7));
       CHECK(win[i] == want, "window element %d = %g, expected %g", i, win[i], want);
     }
+    /* The next rank's part through the query (c_api_test runs on one host: every part is
+     * mapped here), once every rank has its result. */
+    CHECK(braidBarrier(comm) == braidSuccess, "barrier: %s", braidGetLastError(comm));
+    void* part = NULL;
+    size_t partBytes = 0;
+    r = braidCommSharedQuery(comm, win, (rank + 1) % nranks, &part, &partBytes);
+    CHECK(r == braidSuccess && part != NULL && partBytes == sizeof(float) * kCount,
+          "shared query: %d %s (%zu bytes)", (int)r, braidGetLastError(comm), partBytes);
+    if (r == braidSuccess) {
+      float want = (float)(nranks * (nranks + 1) / 2) + (float)(nranks * 3);
+      CHECK(((const float*)part)[3] == want, "peer's element 3 = %g, expected %g",
+            ((const float*)part)[3], want);
+    }
+    CHECK(braidCommSharedQuery(comm, win + 1, rank, &part, &partBytes) == braidInvalidArgument,
+          "shared query of a non-window");
+    CHECK(braidCommSharedQuery(comm, win, rank, NULL, &partBytes) == braidInvalidArgument,
+          "shared query, null ptr");
+    CHECK(braidBarrier(comm) == braidSuccess, "barrier: %s", braidGetLastError(comm));
     CHECK(braidCommFreeShared(comm, win) == braidSuccess, "free shared: %s",
           braidGetLastError(comm));
     CHECK(braidCommFreeShared(comm, win) == braidInvalidArgument, "double free shared");

@@ -301,6 +301,73 @@ void runP2pGroups(Checker& c) {
 // Shared windows (allocShared): all-reduces whose buffers lie in them, at offsets, in place and
 // out of place, above the small-message size and beyond one data slot, then freeShared's
 // errors (a pointer that is no window, a double free).
+// sharedPart (MPI_Win_shared_query) on a window whose part is base + step·rank bytes on each
+// rank: every rank marks its own part's first and last byte, and byte 8 of its right
+// neighbour's part through sharedPart; then every rank reads every part it can reach. A rank's
+// memory is mapped here when it is this rank, or shares this host's segment (same host, more
+// than one rank there, the transport not forced to tcp); otherwise kInvalidArgument.
+void runSharedParts(Checker& c, uint8_t* mine, size_t base, size_t step) {
+  const int p = c.comm->size(), r = c.comm->rank();
+  const char* transport = getenv("BRAID_TRANSPORT");
+  const bool tcp = transport != nullptr && std::string(transport) == "tcp";
+  int onMyHost = 0;
+  for (int q = 0; q < p; ++q) onMyHost += c.comm->hostOf(q) == c.comm->hostOf(r) ? 1 : 0;
+  auto mapped = [&](int q) {
+    return q == r || (!tcp && onMyHost > 1 && c.comm->hostOf(q) == c.comm->hostOf(r));
+  };
+  auto mark = [](int q) { return static_cast<uint8_t>(0x40 + q); };
+  const size_t myBytes = base + step * static_cast<size_t>(r);
+  mine[0] = mark(r);
+  mine[myBytes - 1] = mark(r);
+  const int right = (r + 1) % p;
+  Result<SharedPart> next = c.comm->sharedPart(mine, right);
+  ++c.checks;
+  if (next.isOk() != mapped(right)) {
+    c.fail("sharedPart(rank " + std::to_string(right) + ") on rank " + std::to_string(r) +
+           ": expected " + (mapped(right) ? "its part" : "kInvalidArgument") + ", got " +
+           (next.isOk() ? "a part" : next.status().toString()));
+  } else if (next.isOk() && right != r) {
+    static_cast<uint8_t*>(next->ptr)[8] = mark(r);
+  }
+  if (!c.ok(c.comm->barrier(), "barrier after writing through sharedPart")) return;
+  for (int q = 0; q < p; ++q) {
+    Result<SharedPart> part = c.comm->sharedPart(mine, q);
+    const std::string what = "sharedPart(rank " + std::to_string(q) + ") on rank " +
+                             std::to_string(r);
+    ++c.checks;
+    if (!mapped(q)) {
+      if (part.status().code() != Code::kInvalidArgument) {
+        c.fail(what + ": expected kInvalidArgument, got " + part.status().toString());
+      }
+      continue;
+    }
+    if (!c.ok(part.status(), what)) continue;
+    const auto* bytes = static_cast<const uint8_t*>(part->ptr);
+    const size_t want = base + step * static_cast<size_t>(q);
+    if (part->bytes != want || bytes[0] != mark(q) || bytes[want - 1] != mark(q)) {
+      c.fail(what + ": " + std::to_string(part->bytes) + " bytes (want " + std::to_string(want) +
+             "), first/last byte " + std::to_string(bytes[0]) + "/" +
+             std::to_string(part->bytes > 0 ? bytes[part->bytes - 1] : 0) + " (want " +
+             std::to_string(mark(q)) + ")");
+    }
+  }
+  const int left = (r + p - 1) % p;
+  ++c.checks;
+  if (left != r && mapped(left) && mine[8] != mark(left)) {
+    c.fail("byte 8 of rank " + std::to_string(r) + "'s part: " + std::to_string(mine[8]) +
+           ", not what rank " + std::to_string(left) + " wrote through sharedPart");
+  }
+  ++c.checks;
+  if (c.comm->sharedPart(mine + 64, r).status().code() != Code::kInvalidArgument ||
+      c.comm->sharedPart(mine, p).status().code() != Code::kInvalidArgument) {
+    c.fail("sharedPart of a non-window pointer or of rank " + std::to_string(p) +
+           " did not fail with kInvalidArgument");
+  }
+  // Every rank has read every part before anyone clears its marks.
+  c.ok(c.comm->barrier(), "barrier after sharedPart");
+  mine[0] = mine[8] = mine[myBytes - 1] = 0;
+}
+
 void runSharedWindows(Checker& c, bool quick) {
   const int p = c.comm->size(), r = c.comm->rank();
   const size_t largest = quick ? 65537 : (size_t{1} << 20) + 3;  // 8-byte elements: > 4 MiB
@@ -320,6 +387,7 @@ void runSharedWindows(Checker& c, bool quick) {
   uint8_t* base = static_cast<uint8_t*>(*win);
   ++c.checks;
   if (base[0] != 0 || base[2 * region - 1] != 0) c.fail("allocShared memory is not zeroed");
+  runSharedParts(c, base, 2 * region, 4096);
   struct Case {
     DataType t;
     ReduceOp op;
