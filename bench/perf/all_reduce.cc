@@ -29,11 +29,12 @@ size_t allReduceCheck(const BenchContext& ctx, const void* recv, size_t count, b
 }
 
 // Reduce-scatter then all-gather through shared memory: every rank reduces the other ranks'
-// (n-1) parts into its 1/n slice and copies the (n-1) slices it did not reduce.
+// (n-1) parts into its 1/n slice and copies the (n-1) slices the others reduced; the others read
+// (n-1)/n of its input.
 CeilingWork allReduceCeiling(const BenchContext& ctx, size_t count) {
   const double share = static_cast<double>(count * ctx.pattern->elemSize()) * (ctx.ranks - 1) /
                        ctx.ranks;
-  return {share, share};
+  return {share, share, share, CeilingSource::kPeersResults};
 }
 
 }  // namespace
@@ -42,7 +43,8 @@ const CollectiveBench& allReduceBench() {
   static const CollectiveBench kBench = makeBench<Collective::kAllReduce>(
       {"all_reduce", "each rank's input and output (count elements)", allReduceBusBwFactor,
        "2(n-1)/n", /*reduces=*/true, /*rooted=*/false, allReduceCeiling,
-       "copy (n-1)/n S + reduce (n-1)/n S"},
+       "reduce (n-1)/n S with the peers' inputs, copy (n-1)/n S of their results\n"
+       "  (+ publish (n-1)/n S of the input, private buffers)"},
       allReduceInit, allReduceRun, allReduceCheck);
   return kBench;
 }

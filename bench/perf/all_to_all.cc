@@ -44,10 +44,12 @@ size_t a2aCheck(const BenchContext& ctx, const void* recv, size_t count, bool /*
   return wrong;
 }
 
-// Every rank copies the n-1 blocks addressed to it.
+// Every rank copies the n-1 blocks addressed to it from the others' inputs, and the others read
+// the n-1 blocks of its input addressed to them.
 CeilingWork a2aCeiling(const BenchContext& ctx, size_t count) {
-  return {static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize()) * (ctx.ranks - 1),
-          0};
+  const double others =
+      static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize()) * (ctx.ranks - 1);
+  return {others, 0, others, CeilingSource::kPeersInputs};
 }
 
 }  // namespace
@@ -56,7 +58,7 @@ const CollectiveBench& allToAllBench() {
   static const CollectiveBench kBench = makeBench<Collective::kAllToAll>(
       {"all_to_all", "each rank's whole send buffer: n blocks of count/n elements, one per rank",
        busBwFactor, "(n-1)/n", /*reduces=*/false, /*rooted=*/false, a2aCeiling,
-       "copy (n-1)/n S"},
+       "copy (n-1)/n S of the peers' inputs\n  (+ publish (n-1)/n S, private buffers)"},
       a2aInit, a2aRun, a2aCheck);
   return kBench;
 }

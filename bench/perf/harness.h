@@ -86,11 +86,22 @@ struct AlgorithmHooks {
 /// One collective's benchmark. `count` is the element count of the size column (nccl-tests'
 /// "count"); buffers hold at least that many elements. In-place calls get send == recv (the
 /// collective places its input inside recv where its in-place convention says so).
-/// The memory traffic a collective cannot avoid on one host, per rank: bytes it must copy from
-/// another rank's buffer and bytes it must reduce into its own (the ceiling column).
+/// Where the bytes a rank must copy from other ranks lie (the ceiling column, ceiling.h).
+enum class CeilingSource {
+  kPeersResults,  ///< each peer's share of the reduction, written just before (all-reduce, reduce)
+  kPeersInputs,   ///< each peer's input (all-gather, all-to-all)
+  kRootInput,     ///< the root's input (broadcast)
+};
+
+/// The memory traffic a collective cannot avoid on one host, per rank (the ceiling column,
+/// ceiling.h): bytes of its input that other ranks read (which private buffers must first copy
+/// into shared memory), bytes it reduces with the other operand read from the peers' inputs, and
+/// bytes it copies from other ranks' memory.
 struct CeilingWork {
-  double copyBytes = 0;
+  double publishBytes = 0;
   double reduceBytes = 0;
+  double copyBytes = 0;
+  CeilingSource copyFrom = CeilingSource::kPeersResults;
 };
 
 /// What a collective's benchmark says about itself.

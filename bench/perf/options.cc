@@ -49,8 +49,12 @@ void printUsage(const CollectiveBench& bench, const char* prog, FILE* out) {
       "Time per size is the maximum over ranks of each rank's average call time. algbw = bytes /\n"
       "time; busbw = algbw x %s (nccl-tests' PERFORMANCE.md). #wrong counts output elements\n"
       "differing bit-for-bit from the expected result, summed over ranks; the exit status is 1 if\n"
-      "any is wrong. On one host, ceil is a memory-bound floor measured in the same run (every\n"
-      "rank at once: %s; memcpy and braid's reduce kernel) and %%ceil = ceil / time.\n",
+      "any is wrong. On one host, ceil is a memory-bound floor measured in the same run, every\n"
+      "rank at once:\n"
+      "  %s.\n"
+      "Each byte is read across cores from the other ranks' memory (a shared window; memcpy and\n"
+      "braid's reduce kernel; phases timed between barriers, the slowest rank's per phase);\n"
+      "%%ceil = ceil / time.\n",
       prog, bench.name, bench.sizeText,
       bench.reduces ? "  -o, --op OP             sum|prod|min|max|avg (default sum)\n"
                     : "  -o, --op OP             accepted and ignored (no reduction)\n",

@@ -164,10 +164,20 @@ void Report::printHeader() const {
   if (!setup_.model.empty())
     std::printf("# model      : %s (column \"model\": predicted time of the row's algorithm)\n",
                 setup_.model.c_str());
-  if (setup_.ceiling)
-    std::printf("# ceiling    : %s, every rank at once, copied with memcpy and reduced with\n"
-                "#              braid's kernel in this run (column \"ceil\"); %%ceil = ceil / time\n",
-                setup_.bench->ceilingFormula);
+  if (!setup_.ceiling && !setup_.noCeiling.empty()) {
+    std::printf("# ceiling    : none (%s)\n", setup_.noCeiling.c_str());
+  }
+  if (setup_.ceiling) {
+    std::string formula = setup_.bench->ceilingFormula;  // its second line, indented, here too
+    for (size_t at = formula.find('\n'); at != std::string::npos; at = formula.find('\n', at + 1)) {
+      formula.replace(at, 1, "\n#            ");
+    }
+    std::printf("# ceiling    : %s;\n"
+                "#              every rank at once, each byte read across cores from the other\n"
+                "#              ranks' memory in a shared window, memcpy and braid's reduce\n"
+                "#              kernel, in this run (column \"ceil\"); %%ceil = ceil / time\n",
+                formula.c_str());
+  }
   char step[48];
   if (o.stepBytes) {
     std::snprintf(step, sizeof(step), "-i %zu", o.stepBytes);

@@ -35,6 +35,7 @@ struct RunSetup {
   std::vector<std::string> running;    ///< the -a list as run ("auto" or names)
   std::string model;                   ///< the selector's model, "" when the bench has none
   bool ceiling = false;                ///< rows carry a ceiling (one host, several ranks)
+  std::string noCeiling;               ///< why they do not (empty: not applicable, or they do)
   std::string checkText;               ///< what #wrong checks against
 };
 

@@ -14,22 +14,26 @@ double busBwFactor(int /*ranks*/) { return 1.0; }
 
 bool isRoot(const BenchContext& ctx) { return ctx.rank == ctx.root; }
 
-// broadcast: every other rank copies the message. reduce: reduce-scatter through shared memory
-// (each rank reduces the other ranks' parts into its 1/n slice), then the root copies the n-1
-// slices it did not reduce.
+// broadcast: every other rank copies the message from the root's input. reduce: reduce-scatter
+// through shared memory (each rank reduces the other ranks' parts into its 1/n slice), then the
+// root copies the n-1 slices the others reduced.
 CeilingWork broadcastCeiling(const BenchContext& ctx, size_t count) {
-  return {isRoot(ctx) ? 0.0 : static_cast<double>(count * ctx.pattern->elemSize()), 0};
+  const double s = static_cast<double>(count * ctx.pattern->elemSize());
+  return {isRoot(ctx) ? s : 0.0, 0, isRoot(ctx) ? 0.0 : s, CeilingSource::kRootInput};
 }
 CeilingWork reduceCeiling(const BenchContext& ctx, size_t count) {
   const double share = static_cast<double>(count * ctx.pattern->elemSize()) * (ctx.ranks - 1) /
                        ctx.ranks;
-  return {isRoot(ctx) ? share : 0.0, share};
+  return {share, share, isRoot(ctx) ? share : 0.0, CeilingSource::kPeersResults};
 }
 
 BenchInfo describe(const char* name, bool reduces) {
   return {name, "the whole message (count elements)", busBwFactor, "1", reduces, /*rooted=*/true,
           reduces ? reduceCeiling : broadcastCeiling,
-          reduces ? "reduce (n-1)/n S, and the root copies (n-1)/n S" : "every non-root copies S"};
+          reduces ? "reduce (n-1)/n S with the peers' inputs, the root copies (n-1)/n S of\n"
+                    "  their results (+ publish (n-1)/n S, private buffers)"
+                  : "every non-root copies S from the root's input\n"
+                    "  (+ the root publishes S, private buffers)"};
 }
 
 // --- broadcast ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "bench/perf/ceiling.h"
 #include "bench/perf/harness.h"
 #include "bench/perf/options.h"
 #include "bench/perf/report.h"
@@ -141,6 +142,8 @@ class RankRunner {
   std::vector<std::string> available_;  // every forceable algorithm available here
   AlignedBuffer send_;
   AlignedBuffer recv_;
+  std::unique_ptr<CeilingProbe> ceiling_;  // null: no ceiling column (ceilingWhy_ says why)
+  std::string ceilingWhy_;
   double wrongTotal_ = 0;
 };
 
@@ -226,6 +229,8 @@ Status RankRunner::allocateBuffers(size_t maxBytes) {
   }
   poison(send_.ptr, maxBytes);
   poison(recv_.ptr, maxBytes);
+  if (bench_.ceilingWork == nullptr) return Status::ok();
+  BRAID_ASSIGN_OR_RETURN(ceiling_, CeilingProbe::create(comm_.get(), maxBytes, &ceilingWhy_));
   return Status::ok();
 }
 
@@ -240,7 +245,8 @@ RunSetup RankRunner::describe() const {
   s.available = available_;
   s.running = algos_;
   if (bench_.algorithms.predictedUs != nullptr) s.model = comm_->selectorModel();
-  s.ceiling = comm_->numHosts() == 1 && ctx_.ranks > 1 && bench_.ceilingWork != nullptr;
+  s.ceiling = ceiling_ != nullptr;
+  s.noCeiling = ceilingWhy_;
   if (o_.check <= 0) {
     s.checkText = "off (-c 0); #wrong shows N/A";
   } else {
@@ -284,49 +290,13 @@ Status RankRunner::measure(size_t count, bool inPlace, Measurement* m) {
   return Status::ok();
 }
 
-// The ceiling: every rank at once copies, then reduces, the bytes the collective cannot avoid on
-// one host (BenchInfo::ceilingWork), -n times each, with the same kernels and buffers as the
-// collective; the ceiling is the slowest rank's copy time plus the slowest rank's reduce time.
-// It is a floor under any algorithm's time on this machine in this run (memory bandwidth shared
-// by all ranks, cores shared when ranks outnumber them). Negative when not defined (several
-// hosts: the links bound the time, not memory; one rank: nothing moves).
+// The ceiling (ceiling.h) for this size; negative when there is none (several hosts: the links
+// bound the time, not memory; one rank: nothing moves; no shared segment).
 Status RankRunner::probeCeiling(size_t count, double* ceilingUs) {
   *ceilingUs = -1;
-  if (comm_->numHosts() != 1 || ctx_.ranks < 2 || bench_.ceilingWork == nullptr) {
-    return Status::ok();
-  }
-  const CeilingWork w = bench_.ceilingWork(ctx_, count);
-  const size_t es = dataTypeSize(o_.type);
-  const size_t copyBytes = static_cast<size_t>(w.copyBytes);
-  const size_t reduceCount = static_cast<size_t>(w.reduceBytes) / es;
-  bench_.initBuffers(ctx_, send_.ptr, recv_.ptr, count, false);
-  double local[2] = {0, 0};
-  for (int phase = 0; phase < 2; ++phase) {
-    for (int i = 0; i < (phase == 0 ? o_.warmup : 0) + 1; ++i) {  // first touch, untimed
-      std::memcpy(recv_.ptr, send_.ptr, copyBytes);
-    }
-    BRAID_RETURN_IF_ERROR(comm_->barrier().withContext("barrier before the ceiling probe"));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i) {
-      if (phase == 0) {
-        std::memcpy(recv_.ptr, send_.ptr, copyBytes);
-      } else if (reduceCount > 0) {
-        reduceInto(o_.type, ReduceOp::kSum, recv_.ptr, send_.ptr, reduceCount);
-      }
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    local[phase] = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
-  }
-  std::vector<double> all(2 * static_cast<size_t>(ctx_.ranks));
-  BRAID_RETURN_IF_ERROR(comm_->allGather(local, all.data(), 2, DataType::kFloat64)
-                            .withContext("gathering the ceiling probe"));
-  double copyUs = 0, reduceUs = 0;
-  for (int r = 0; r < ctx_.ranks; ++r) {
-    copyUs = std::max(copyUs, all[2 * r]);
-    reduceUs = std::max(reduceUs, all[2 * r + 1]);
-  }
-  *ceilingUs = copyUs + reduceUs;
-  return Status::ok();
+  if (ceiling_ == nullptr) return Status::ok();
+  return ceiling_->measure(bench_.ceilingWork(ctx_, count), o_.type, o_.root, o_.iters, o_.warmup,
+                           o_.localRegister != 1, ceilingUs);
 }
 
 // Forces `algo` (or the automatic choice) and fills the row's names and prediction.

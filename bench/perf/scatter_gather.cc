@@ -29,16 +29,20 @@ double otherBlocksBytes(const BenchContext& ctx, size_t count) {
   return static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize()) * (ctx.ranks - 1);
 }
 CeilingWork reduceScatterCeiling(const BenchContext& ctx, size_t count) {
-  return {0, otherBlocksBytes(ctx, count)};
+  const double others = otherBlocksBytes(ctx, count);
+  return {others, others, 0, CeilingSource::kPeersInputs};
 }
 CeilingWork allGatherCeiling(const BenchContext& ctx, size_t count) {
-  return {otherBlocksBytes(ctx, count), 0};
+  const double block = static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize());
+  return {block, 0, otherBlocksBytes(ctx, count), CeilingSource::kPeersInputs};
 }
 
 BenchInfo describe(const char* name, bool reduces) {
   return {name, "the whole vector: n blocks of count/n elements, one per rank", busBwFactor,
           "(n-1)/n", reduces, /*rooted=*/false, reduces ? reduceScatterCeiling : allGatherCeiling,
-          reduces ? "reduce (n-1)/n S" : "copy (n-1)/n S"};
+          reduces ? "reduce (n-1)/n S with the peers' inputs\n"
+                    "  (+ publish (n-1)/n S, private buffers)"
+                  : "copy (n-1)/n S of the peers' inputs (+ publish S/n, private buffers)"};
 }
 
 // --- reduce_scatter -----------------------------------------------------------------------------

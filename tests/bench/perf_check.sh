@@ -52,6 +52,18 @@ for a in $avail; do
 done
 echo "ok: -a all ran $avail and auto"
 
+# The ceiling reads the other ranks' memory in a shared window: with the tcp transport forced
+# there is no segment, so no ceiling, and the header says why.
+log=$work/tcp.log
+if ! "$bin/braid-perf" --ranks 2 -T 60 --transport tcp -b 64K -e 64K -n 2 -w 1 -J "$work/tcp.jsonl" \
+    >"$log" 2>&1; then
+  cat "$log"; echo "FAIL: braid-perf --transport tcp"; exit 1
+fi
+grep -q '^# ceiling    : none (no shared-memory segment' "$log" &&
+  grep -q '"ceiling_us":-1.000,' "$work/tcp.jsonl" ||
+  { cat "$log" "$work/tcp.jsonl"; echo "FAIL: tcp forced: a ceiling without a shared segment"; exit 1; }
+echo "ok: no ceiling with the tcp transport forced"
+
 # Usage errors exit 2 and say why.
 expect_usage() {  # expect_usage TEXT ARGS...
   local text=$1 out code=0
