@@ -1,6 +1,6 @@
-"""Step time of four data-parallel paths in one run: DistributedDataParallel over gloo (default
+"""Step time of data-parallel paths in one run: DistributedDataParallel over gloo (default
 buckets), DDP with braid's comm hook, DDP over the braid backend (a "braid" process group, no
-hook), and braid.torch.DataParallel.
+hook; and the same with gradient_as_bucket_view=True, "views"), and braid.torch.DataParallel.
 
     torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
         examples/bench_ddp_step.py [--model mlp|cnn] [--steps 20 --rounds 3 --batch 32]
@@ -11,7 +11,9 @@ hook), and braid.torch.DataParallel.
 (3x32x32 input, conv 32-64-128 with BatchNorm and ReLU, pooling, linear 10; --channels), whose
 running statistics DDP and DataParallel broadcast from rank 0 before every forward. SGD, batch
 32 per rank, one intra-op thread per rank (torch.set_num_threads(1)).
-With --local, the bare model (no communication at all) is timed too, as the compute floor.
+With --local, the bare model (no communication at all) is timed too, as the compute floor, and
+DDP with a comm hook that communicates nothing (with and without views): DDP's own work (its
+copies into and out of its buckets, its hooks), the floor under every DDP path.
 The paths run in interleaved rounds (same processes, same data); a step is zero_grad +
 forward + backward + optimizer step, timed on every rank; the table shows per path the median
 over steps of the slowest rank's step time, and the ratio to DDP-gloo.
@@ -57,6 +59,13 @@ class ConvNet(torch.nn.Module):
 
     def forward(self, x):
         return self.head(self.features(x).mean((2, 3)))
+
+
+def _no_communication(state, bucket):
+    """A DDP comm hook that communicates nothing: the bucket comes back as it went in."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def blas_library():
@@ -111,10 +120,22 @@ def main():
         hc.register_comm_hook(None, hook_c)
         paths[f"ddp+braid-hook({a.codec})"] = hc
     paths["ddp-braid-backend"] = DDP(fresh(), process_group=braid_pg)
+    # DDP's gradient_as_bucket_view: no copy of the gradients into DDP's buckets and back (what
+    # braid.DataParallel's default zero-copy mode does too).
+    paths["ddp-braid-backend(views)"] = DDP(fresh(), process_group=braid_pg,
+                                            gradient_as_bucket_view=True)
     dp = braid.torch.DataParallel(fresh(), comm=comm)
     paths["braid.DataParallel"] = dp
     if a.local:
         paths["local (no communication)"] = fresh()
+        # DDP's own work with nothing communicated (a hook that hands the bucket back): the floor
+        # under every DDP path, and the same with gradient views.
+        nocomm = DDP(fresh())
+        nocomm.register_comm_hook(None, _no_communication)
+        paths["ddp, no communication"] = nocomm
+        nocomm_v = DDP(fresh(), gradient_as_bucket_view=True)
+        nocomm_v.register_comm_hook(None, _no_communication)
+        paths["ddp(views), no communication"] = nocomm_v
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in paths.items()}
     g = torch.Generator().manual_seed(rank)
     if a.model == "mlp":
