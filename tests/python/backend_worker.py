@@ -416,6 +416,13 @@ def bad_input(rank, p):
     # (complex tensors reach the backend as their real view: torch.view_as_real, supported)
     expect(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["BAND", "integer"])
     expect(lambda: dist.all_reduce(torch.ones(2).to_sparse()), ["sparse"])
+    expect(lambda: dist.all_reduce(torch.ones(3, device="meta")),
+           ["is on meta", "cpu:braid,cuda:nccl"])
+    # CUDA tensors (none here) go to NCCL only under a device map that names it (torch 2.x).
+    pg = dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, braid.torch.backend.ProcessGroupBraid):
+        pg = pg._get_backend(torch.device("cpu"))
+    expect(lambda: pg._cuda_pg("all_reduce"), ["maps no device to NCCL", "cpu:braid,cuda:nccl"])
     # A count mismatch across ranks fails (naming the ranks) instead of hanging: on a
     # separate braid group, since a failed communicator stays failed.
     g = dist.new_group(list(range(p)), backend="braid")

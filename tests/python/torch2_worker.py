@@ -3,7 +3,9 @@
     torchrun --standalone --nproc_per_node 2 torch2_worker.py --check devmap|fsdp2|dtensor|compile
 
 devmap:  init_process_group("cpu:braid") and, with CUDA present, "cpu:braid,cuda:nccl":
-         a CPU all_reduce goes through braid.
+         a CPU all_reduce goes through braid; with a GPU per rank, a CUDA all_reduce goes to
+         the NCCL backend the braid group makes for the map (torch 2.x makes a Python
+         ProcessGroup the whole group, so the group routes CUDA tensors itself).
 fsdp2:   fully_shard (FSDP2) of a small MLP on CPU over braid vs over gloo: parameters
          bit-identical after 4 steps (2 ranks).
 dtensor: a DeviceMesh of the braid group, a row-sharded DTensor, full_tensor() and a
@@ -49,6 +51,15 @@ def check_devmap():
     dist.all_reduce(t)
     p = dist.get_world_size()
     assert torch.equal(t, torch.full((4,), float(p * (p + 1) // 2))), t
+    if torch.cuda.is_available() and torch.cuda.device_count() >= p:
+        torch.cuda.set_device(dist.get_rank())
+        c = torch.full((4,), float(dist.get_rank() + 1), device="cuda")
+        dist.all_reduce(c)
+        assert torch.equal(c.cpu(), torch.full((4,), float(p * (p + 1) // 2))), c
+        say(f"devmap {backend}: a CUDA all_reduce through NCCL OK")
+    elif torch.cuda.is_available():
+        say(f"devmap {backend}: no CUDA all_reduce ({torch.cuda.device_count()} GPU(s) for {p} "
+            "ranks; NCCL needs one each)")
     say(f"devmap {backend} OK")
 
 

@@ -68,6 +68,7 @@ _INTEGER = (torch.int8, torch.uint8, torch.int32, torch.int64)
 # calling a method means C++ is the caller (DDP, autograd), which needs torch's own Work.
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _PY_API = {os.path.abspath(dist.distributed_c10d.__file__)}
+_THIS_FILE = (lambda: None).__code__.co_filename
 
 
 def _reduce_op(opts):
@@ -85,11 +86,15 @@ def _copy_blocks_out(scratch, outs, n):
     yield
 
 
-def _py_caller(depth):
-    try:
-        f = sys._getframe(depth + 1)
-    except ValueError:
-        return False  # no Python frame at all: a C++ thread
+def _py_caller():
+    """Whether the process group's method was called from Python (torch's dist.* API or user
+    code) rather than from torch's C++ (DDP's reducer, autograd): the first frame outside this
+    module decides; none at all means a C++ thread."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == _THIS_FILE:
+        f = f.f_back
+    if f is None:
+        return False
     path = os.path.abspath(f.f_code.co_filename)
     return path in _PY_API or not path.startswith(_TORCH_DIR)
 
@@ -121,6 +126,8 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._engine = _braid.GroupEngine(self.comm.handle)
         _live_groups.add(self)
         self._batch = None  # p2p operations between _start_coalescing and _end_coalescing
+        self._store = store
+        self._cuda = None  # torch 2.x, "cpu:braid,cuda:nccl": NCCL for CUDA tensors (_cuda_pg)
 
     # -- identity --
     def getBackendName(self):
@@ -150,7 +157,8 @@ class ProcessGroupBraid(dist.ProcessGroup):
             raise self._err(f"{op}: {what} is {t.layout}; braid reduces dense tensors only")
         if t.device.type != "cpu":
             raise self._err(f"{op}: {what} is on {t.device}; the braid backend takes CPU "
-                            "tensors (use \"cpu:braid,cuda:nccl\" on torch 2.x for CUDA ones)")
+                            "tensors (CUDA ones go to NCCL when the group is made with "
+                            "backend=\"cpu:braid,cuda:nccl\" on torch 2.x)")
         if not t.is_contiguous():
             raise self._err(f"{op}: {what} is not contiguous; call .contiguous() first")
         dt = torch_dtypes().get(t.dtype)
@@ -195,7 +203,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
                         "MAX; BAND/BOR/BXOR on integers)")
 
     # -- submission --
-    def _submit(self, name, steps, more, outputs, keep, depth=1):
+    def _submit(self, name, steps, more, outputs, keep):
         w = BraidWork(self, name, outputs, keep)
         if self._batch is not None and name in ("send", "recv"):
             self._batch.append((w, steps))
@@ -203,7 +211,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         else:
             self._flush_batch()
             self._engine.submit(steps, more, w._done)
-        return w if _py_caller(depth + 1) else w._as_cpp()
+        return w if _py_caller() else w._as_cpp()
 
     @staticmethod
     def _step(kind, a=0, b=0, n=0, dt=braid.DataType.uint8, op=braid.ReduceOp.sum, root=0):
@@ -390,9 +398,9 @@ class ProcessGroupBraid(dist.ProcessGroup):
             steps, more, k = self._bitwise(packed, dt, bitwise,
                                            lambda r: out.copy_(
                                                r[self._rank * n:(self._rank + 1) * n].view_as(out)))
-            return self._submit(name, steps, more, [out], (keep, k), depth=2)
+            return self._submit(name, steps, more, [out], (keep, k))
         return self._submit(name, [self._step(REDUCE_SCATTER, packed.data_ptr(), out.data_ptr(),
-                                              n, dt, bop)], None, [out], keep, depth=2)
+                                              n, dt, bop)], None, [out], keep)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _reduce_op(opts)
@@ -426,7 +434,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
             for i, b in enumerate(recv_blocks):
                 b.copy_(dst[i * m:i * m + b.numel()])
 
-        return self._submit(name, steps, more(), keep[0], (keep, largest), depth=2)
+        return self._submit(name, steps, more(), keep[0], (keep, largest))
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         name = "all_to_all_single"
@@ -572,7 +580,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def _end_coalescing(self, *args):
         w = BraidWork(self, "coalesced", [])
         self._flush_batch(w)
-        return w if _py_caller(1) else w._as_cpp()
+        return w if _py_caller() else w._as_cpp()
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         """torch 2.x (FSDP2): one all-gather per (output, input) pair, as one job."""
@@ -601,7 +609,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
                 if bitwise is not None:
                     raise self._err(f"{name}: bitwise ops are not supported here")
             steps.append(self._step(kind, x.data_ptr(), o.data_ptr(), small.numel(), dt, bop))
-        return self._submit(name, steps, None, list(outputs), (outputs, inputs), depth=2)
+        return self._submit(name, steps, None, list(outputs), (outputs, inputs))
 
     def _flush_batch(self, extra=None):
         """Submits the p2p operations of a batch_isend_irecv as one job, in issue order: the
@@ -623,11 +631,65 @@ class ProcessGroupBraid(dist.ProcessGroup):
             w._on_flush = None
         self._engine.submit(steps, None, done)
 
+    # -- CUDA tensors under a device map (torch 2.x) --
+    # torch 2.x takes a backend that is a ProcessGroup (as a Python one is) for the whole group
+    # (distributed_c10d._new_process_group_helper returns it at once), so the map's other
+    # backends are never made: under "cpu:braid,cuda:nccl" this group makes the NCCL backend
+    # itself, when the first CUDA tensor arrives (every rank issues the same operations, so
+    # every rank makes it at the same point), over a PrefixStore of the group's store.
+    def _cuda_pg(self, op):
+        if self._cuda is None:
+            world = getattr(dist.distributed_c10d, "_world", None)
+            config = str(getattr(world, "pg_backend_config", {}).get(self, ""))
+            nccl = getattr(_C, "ProcessGroupNCCL", None)
+            if "cuda:nccl" not in config.replace(" ", "") or nccl is None:
+                raise self._err(f"{op}: CUDA tensors on a braid group that maps no device to "
+                                f"NCCL (backend config {config or 'unknown'!r}); the braid "
+                                "backend takes CPU tensors: make the group with "
+                                "backend=\"cpu:braid,cuda:nccl\" (torch 2.x) for CUDA ones")
+            options = nccl.Options()
+            options._timeout = self._timeout
+            self._cuda = nccl(_C.PrefixStore("braid-cuda-nccl/", self._store), self._rank,
+                              self._size, options)
+        return self._cuda
+
     # -- teardown --
     def _shutdown(self):
         self._flush_batch()
         self._engine.close()
         self.comm.close()
+
+
+def _holds_cuda(args):
+    """Whether the operation's arguments hold a CUDA tensor (the first tensor found decides:
+    torch hands one device per call)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.is_cuda
+        if isinstance(a, (list, tuple)) and a:
+            found = _holds_cuda(a)
+            if found is not None:
+                return found
+    return None
+
+
+def _route_cuda(name, method):
+    """The data operation `name`: CUDA tensors to the group's NCCL backend (_cuda_pg), the
+    rest to braid."""
+    def op(self, *args, **kwargs):
+        if _holds_cuda(args):
+            return getattr(self._cuda_pg(name), name)(*args, **kwargs)
+        return method(self, *args, **kwargs)
+    op.__name__, op.__qualname__, op.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return op
+
+
+for _name in ("allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather",
+              "_allgather_base", "allgather_coalesced", "reduce_scatter", "_reduce_scatter_base",
+              "alltoall_base", "alltoall", "gather", "scatter", "send", "recv",
+              "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):
+    setattr(ProcessGroupBraid, _name, _route_cuda(_name, getattr(ProcessGroupBraid, _name)))
+del _name
 
 
 def _default_braid_group():
