@@ -207,6 +207,10 @@ Status checkRoot(int root, int size) {
 
 }  // namespace
 
+Status Communicator::Impl::Op::operator()(const detail::CollArgs& a) const {
+  return runChoice(choice, a, sendbuf, recvbuf, count, root);
+}
+
 // Shared windows: the shm row on one host, above kWindowsMinBytes, with this rank's buffers in
 // its windows runs the windowed schedule. Decided here, as the operation is built, and carried
 // in its fingerprint (sharedWindowsRoot), so that its first announcement already differs from a
@@ -236,9 +240,7 @@ Result<Communicator::Impl::Op> Communicator::Impl::allReduceOp(const void* sendb
   const Choice choice = choose(Collective::kAllReduce, bytes);
   Fingerprint fp = makeFp(Collective::kAllReduce, count, type, op, -1);
   markSharedWindows(choice, bytes, sendbuf, bytes, recvbuf, bytes, &fp);
-  return Op{fp, [=](const detail::CollArgs& a) {
-              return runChoice(choice, a, sendbuf, recvbuf, count, -1);
-            }};
+  return Op{fp, choice, sendbuf, recvbuf, count, -1};
 }
 
 // BRAID_TRACE_FILE (core/trace.h): the tracer, and the timeline's zero taken by every rank at
@@ -339,7 +341,7 @@ Status Communicator::Impl::measureCallOverhead(detail::Selector& selector,
   }
   double over[3] = {std::max(0.0, typical - model), typical, secondTypical};
   BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 3, DataType::kFloat64, ReduceOp::kMax));
-  BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree.body));
+  BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree));
   selector.setCallUs(over[0]);
   if (checks != nullptr) {
     checks->push_back({d.algorithm, over[1], model});
@@ -368,9 +370,7 @@ Result<Communicator::Impl::Op> Communicator::Impl::reduceScatterOp(const void* s
   const Choice choice = choose(Collective::kReduceScatter, total);
   Fingerprint fp = makeFp(Collective::kReduceScatter, recvcount, type, op, -1);
   markSharedWindows(choice, total, sendbuf, total, recvbuf, block, &fp);
-  return Op{fp, [=](const detail::CollArgs& a) {
-              return runChoice(choice, a, sendbuf, recvbuf, recvcount, -1);
-            }};
+  return Op{fp, choice, sendbuf, recvbuf, recvcount, -1};
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendbuf, void* recvbuf,
@@ -388,9 +388,7 @@ Result<Communicator::Impl::Op> Communicator::Impl::allGatherOp(const void* sendb
   const Choice choice = choose(Collective::kAllGather, total);
   Fingerprint fp = makeFp(Collective::kAllGather, sendcount, type, ReduceOp::kSum, -1);
   markSharedWindows(choice, total, sendbuf, block, recvbuf, total, &fp);
-  return Op{fp, [=](const detail::CollArgs& a) {
-              return runChoice(choice, a, sendbuf, recvbuf, sendcount, -1);
-            }};
+  return Op{fp, choice, sendbuf, recvbuf, sendcount, -1};
 }
 
 Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendbuf, void* recvbuf,
@@ -409,58 +407,56 @@ Result<Communicator::Impl::Op> Communicator::Impl::broadcastOp(const void* sendb
   Fingerprint fp = makeFp(Collective::kBroadcast, count, type, ReduceOp::kSum, root);
   // Only the root's send buffer is read; the others' receive buffer stands for it.
   markSharedWindows(choice, bytes, rank_ == root ? sendbuf : recvbuf, bytes, recvbuf, bytes, &fp);
-  return Op{fp, [=](const detail::CollArgs& a) {
-              return runChoice(choice, a, sendbuf, recvbuf, count, root);
-            }};
+  return Op{fp, choice, sendbuf, recvbuf, count, root};
 }
 
 Status Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                ReduceOp op) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allReduceOp(sendbuf, recvbuf, count, type, op));
-  return impl_->run(o.fp, true, o.body);
+  return impl_->run(o.fp, true, o);
 }
 
 Result<std::shared_ptr<Work>> Communicator::allReduceAsync(const void* sendbuf, void* recvbuf,
                                                            size_t count, DataType type,
                                                            ReduceOp op) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allReduceOp(sendbuf, recvbuf, count, type, op));
-  return impl_->runAsync(o.fp, std::move(o.body));
+  return impl_->runAsync(o.fp, o);
 }
 
 Status Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                    DataType type, ReduceOp op) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->reduceScatterOp(sendbuf, recvbuf, recvcount, type, op));
-  return impl_->run(o.fp, true, o.body);
+  return impl_->run(o.fp, true, o);
 }
 
 Result<std::shared_ptr<Work>> Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf,
                                                                size_t recvcount, DataType type,
                                                                ReduceOp op) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->reduceScatterOp(sendbuf, recvbuf, recvcount, type, op));
-  return impl_->runAsync(o.fp, std::move(o.body));
+  return impl_->runAsync(o.fp, o);
 }
 
 Status Communicator::allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType type) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allGatherOp(sendbuf, recvbuf, sendcount, type));
-  return impl_->run(o.fp, true, o.body);
+  return impl_->run(o.fp, true, o);
 }
 
 Result<std::shared_ptr<Work>> Communicator::allGatherAsync(const void* sendbuf, void* recvbuf,
                                                            size_t sendcount, DataType type) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->allGatherOp(sendbuf, recvbuf, sendcount, type));
-  return impl_->runAsync(o.fp, std::move(o.body));
+  return impl_->runAsync(o.fp, o);
 }
 
 Status Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType type,
                                int root) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->broadcastOp(sendbuf, recvbuf, count, type, root));
-  return impl_->run(o.fp, true, o.body);
+  return impl_->run(o.fp, true, o);
 }
 
 Result<std::shared_ptr<Work>> Communicator::broadcastAsync(const void* sendbuf, void* recvbuf,
                                                            size_t count, DataType type, int root) {
   BRAID_ASSIGN_OR_RETURN(Impl::Op o, impl_->broadcastOp(sendbuf, recvbuf, count, type, root));
-  return impl_->runAsync(o.fp, std::move(o.body));
+  return impl_->runAsync(o.fp, o);
 }
 
 Status Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
@@ -514,7 +510,7 @@ Result<SharedPart> Communicator::sharedPart(const void* window, int rank) {
 Result<std::vector<uint64_t>> Communicator::Impl::gatherWords(uint64_t word) {
   std::vector<uint64_t> words(static_cast<size_t>(size_));
   BRAID_ASSIGN_OR_RETURN(Op o, allGatherOp(&word, words.data(), 1, DataType::kUint64));
-  BRAID_RETURN_IF_ERROR(run(o.fp, true, o.body));
+  BRAID_RETURN_IF_ERROR(run(o.fp, true, o));
   return words;
 }
 

@@ -23,6 +23,7 @@
 #include "collectives/selector/selector.h"
 #include "collectives/shm_segment.h"
 #include "braid/store.h"
+#include "core/function_ref.h"
 #include "core/trace.h"
 #include "transport/transport.h"
 
@@ -35,10 +36,12 @@ class Communicator::Impl {
 
   Status init(CommOptions options);
 
+  /// The body of an operation, run before run() returns (no allocation: a blocking call's fast
+  /// path passes one).
+  using Body = detail::FunctionRef<Status(const detail::CollArgs&)>;
   /// Runs body with the arguments of one operation, in issue order, after checking health; a
   /// failure fails the communicator. collective=false (send/recv) takes no sequence number.
-  Status run(const detail::Fingerprint& fp, bool collective,
-             const std::function<Status(const detail::CollArgs&)>& body);
+  Status run(const detail::Fingerprint& fp, bool collective, Body body);
   Result<std::shared_ptr<Work>> runAsync(const detail::Fingerprint& fp,
                                          std::function<Status(const detail::CollArgs&)> body);
 
@@ -57,11 +60,16 @@ class Communicator::Impl {
   std::string unavailableWhy(const detail::Algorithm& algo) const;
 
   /// An operation after its arguments were checked: what every rank must agree on, and what
-  /// runs. The blocking and the asynchronous entry points share these, so they check exactly
-  /// the same.
+  /// runs (the chosen row on these buffers: operator()). The blocking and the asynchronous entry
+  /// points share these, so they check exactly the same; a blocking call runs it in place.
   struct Op {
     detail::Fingerprint fp;
-    std::function<Status(const detail::CollArgs&)> body;
+    Choice choice;
+    const void* sendbuf = nullptr;
+    void* recvbuf = nullptr;
+    size_t count = 0;
+    int root = -1;
+    Status operator()(const detail::CollArgs& a) const;
   };
   /// Argument checks and the body of each operation that has a blocking and an async form.
   Result<Op> allReduceOp(const void* sendbuf, void* recvbuf, size_t count, DataType type,
@@ -179,8 +187,7 @@ class Communicator::Impl {
   void recordLive(const detail::CollArgs& a, uint64_t startNs);
   Status retune();
   bool retuneDue() const { return liveInterval_ > 0 && !inRetune_ && seq_ >= nextVoteSeq_; }
-  Status execute(const detail::Fingerprint& fp, bool collective,
-                 const std::function<Status(const detail::CollArgs&)>& body);
+  Status execute(const detail::Fingerprint& fp, bool collective, Body body);
   /// Marks the thread running execute for this communicator (run calls execute directly there).
   class ExecutingHere {
    public:

@@ -836,7 +836,7 @@ Status Communicator::Impl::retune() {
     stats[1] = -static_cast<double>(r[r.size() / 10]);
   }
   BRAID_ASSIGN_OR_RETURN(Op vote, allReduceOp(stats, stats, 2, DataType::kFloat64, ReduceOp::kMax));
-  BRAID_RETURN_IF_ERROR(execute(vote.fp, true, vote.body));
+  BRAID_RETURN_IF_ERROR(execute(vote.fp, true, vote));
   const double largestMedian = stats[0], smallestP10 = -stats[1];
   char why[200];
   if (largestMedian < 1 / kTooSlowFactor) {
@@ -1077,8 +1077,7 @@ Communicator::Impl::ExecutingHere::ExecutingHere(const Impl* impl) : outer_(tExe
 Communicator::Impl::ExecutingHere::~ExecutingHere() { tExecuting = outer_; }
 const Communicator::Impl* Communicator::Impl::ExecutingHere::current() { return tExecuting; }
 
-Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collective,
-                                   const std::function<Status(const detail::CollArgs&)>& body) {
+Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collective, Body body) {
   // Caller holds execMu_ (inline) or is the worker.
   if (aborted_.load(std::memory_order_acquire)) return health();
   const ExecutingHere here(this);
@@ -1140,8 +1139,7 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   return s;
 }
 
-Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective,
-                               const std::function<Status(const detail::CollArgs&)>& body) {
+Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective, Body body) {
   // Inside an operation of this communicator (closed-loop tuning's own collectives): it holds
   // the right to execute already.
   if (ExecutingHere::current() == this) return execute(fp, collective, body);

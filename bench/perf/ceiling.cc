@@ -74,7 +74,7 @@ Status CeilingProbe::measure(const CeilingWork& w, DataType type, int root, int 
   const size_t copyEach = whole(fromRoot ? w.copyBytes : w.copyBytes / (p - 1));
   double phaseUs[3] = {0, 0, 0};  // publish, reduce, copy
   auto timed = [&](int phase, bool count, auto&& body) -> Status {
-    BRAID_RETURN_IF_ERROR(comm_->barrier().withContext("barrier in the ceiling probe"));
+    if (Status s = comm_->barrier(); !s.isOk()) return s.withContext("barrier in the ceiling probe");
     const double t0 = nowUs();
     body();
     if (count) phaseUs[phase] += nowUs() - t0;
