@@ -67,11 +67,14 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     const size_t n = std::min(piece, bytes - std::min(off, bytes));
     // Out of place, the own block's place in recvbuf in the same pass over the input (in place
     // it already sits there).
-    copyToSharedAndLocal(seg->half(me, h), out + static_cast<size_t>(me) * bytes + off, src + off,
-                         n);
+    // (A 0-byte call only synchronizes: its buffers may be null.)
+    if (n > 0) {
+      copyToSharedAndLocal(seg->half(me, h), out + static_cast<size_t>(me) * bytes + off,
+                           src + off, n);
+    }
     seg->arrive(g, a.seq, a.fp);
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
-    for (int i = 0; i < p; ++i) {
+    for (int i = 0; i < p && n > 0; ++i) {
       if (i != me) std::memcpy(out + static_cast<size_t>(i) * bytes + off, seg->half(i, h), n);
     }
   }
