@@ -53,6 +53,8 @@ static_assert(sizeof(ShmSegment::Control) == 6 * 64, "control block is six cache
 
 namespace {
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+/// What a window part of `asked` bytes occupies: whole pages, at least one.
+size_t windowMapBytes(size_t asked) { return roundUp(std::max<size_t>(asked, 1), 4096); }
 }  // namespace
 
 Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, Store* store,
@@ -351,7 +353,7 @@ std::string ShmSegment::windowName(uint32_t id, int localIndex) const {
 
 void ShmSegment::unmapWindow(const Window& w) {
   for (size_t i = 0; i < w.base.size(); ++i) {
-    if (w.base[i] != nullptr) munmap(w.base[i], roundUp(std::max<size_t>(w.bytes[i], 1), 4096));
+    if (w.base[i] != nullptr) munmap(w.base[i], windowMapBytes(w.bytes[i]));
   }
 }
 
@@ -373,7 +375,7 @@ Status ShmSegment::exchangeWord(uint64_t word, uint64_t seq, const Fingerprint& 
 
 Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
                                       const Fingerprint& fp) {
-  const size_t pageBytes = roundUp(std::max<size_t>(bytes, 1), 4096);
+  const size_t pageBytes = windowMapBytes(bytes);
   Window w;
   w.id = id;
   w.base.assign(static_cast<size_t>(localSize()), nullptr);
@@ -423,8 +425,8 @@ Result<void*> ShmSegment::allocWindow(uint32_t id, size_t bytes, uint64_t seq,
     int fd = shm_open(theirs.c_str(), O_RDWR, 0600);
     void* p =
         fd < 0 ? MAP_FAILED
-               : mmap(nullptr, roundUp(std::max<uint64_t>(words[i], 1), 4096),
-                      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+               : mmap(nullptr, windowMapBytes(words[i]), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
       s = errnoError(
           "mapping rank " + std::to_string(localRanks_[i]) + "'s shared window " + theirs, errno);

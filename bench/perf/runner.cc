@@ -15,7 +15,6 @@
 #include "bench/perf/harness.h"
 #include "bench/perf/options.h"
 #include "bench/perf/report.h"
-#include "core/reduce.h"
 #include "transport/bootstrap/launchers.h"
 #include "transport/bootstrap/local_launch.h"
 
