@@ -261,6 +261,8 @@ class Communicator::Impl {
   mutable std::mutex errorMu_;
   Status firstError_;
 
+  /// Lock order: queueMu_, then execMu_ (a blocking call that finds nothing active); the
+  /// worker never holds both.
   std::mutex execMu_;
   std::mutex queueMu_;
   std::condition_variable queueCv_;
@@ -269,6 +271,9 @@ class Communicator::Impl {
   std::atomic<bool> workerStarted_{false};
   bool stopping_ = false;
   bool released_ = false;  ///< releaseResources ran (guarded by queueMu_)
+  /// Operations enqueued and not finished yet (guarded by queueMu_): while any is, a blocking
+  /// call queues behind them; otherwise it runs on the caller's thread.
+  size_t active_ = 0;
 };
 
 }  // namespace braid

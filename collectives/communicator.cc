@@ -115,9 +115,13 @@ class Communicator::Impl::WorkItem : public Work {
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; });
     return late;
   }
-  void run() {
+  /// The operation's body (the worker, holding execMu_); complete() then publishes its status.
+  Status runBody() {
     Status s = fn_();
     fn_ = nullptr;
+    return s;
+  }
+  void complete(const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     status_ = s;
     done_ = true;
@@ -1144,8 +1148,19 @@ Status Communicator::Impl::run(const detail::Fingerprint& fp, bool collective, B
   // the right to execute already.
   if (ExecutingHere::current() == this) return execute(fp, collective, body);
   if (workerStarted_.load(std::memory_order_acquire)) {
-    // Keep issue order with earlier asynchronous operations.
-    return enqueue(fp.collective, [&] { return execute(fp, collective, body); })->wait();
+    std::unique_lock<std::mutex> queued(queueMu_);
+    if (active_ > 0 || released_) {
+      queued.unlock();
+      // Keep issue order with earlier asynchronous operations.
+      return enqueue(fp.collective, [&] { return execute(fp, collective, body); })->wait();
+    }
+    // Every earlier asynchronous operation has finished: run here, as before the worker
+    // started, without the two thread hand-offs through the worker (a Bucketer's step ends in
+    // blocking calls on its engine thread). execMu_ is taken before queueMu_ is released, so an
+    // operation enqueued after this check runs after this one.
+    std::lock_guard<std::mutex> lock(execMu_);
+    queued.unlock();
+    return execute(fp, collective, body);
   }
   std::lock_guard<std::mutex> lock(execMu_);
   return execute(fp, collective, body);
@@ -1162,6 +1177,7 @@ std::shared_ptr<Work> Communicator::Impl::enqueue(Collective c, std::function<St
       workerStarted_.store(true, std::memory_order_release);
     }
     queue_.push_back(item);
+    ++active_;
   }
   queueCv_.notify_one();
   return item;
@@ -1177,8 +1193,17 @@ void Communicator::Impl::workerLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::lock_guard<std::mutex> lock(execMu_);
-    item->run();
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(execMu_);
+      s = item->runBody();
+    }
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      --active_;
+    }
+    // After active_ drops: a waiter that issues a blocking call next finds nothing active.
+    item->complete(s);
   }
 }
 

@@ -221,7 +221,8 @@ class Communicator {
   Result<SharedPart> sharedPart(const void* window, int rank);
 
   // Asynchronous variants: run on the communicator's progress thread in issue order. Buffers
-  // must stay valid until the Work completes.
+  // must stay valid until the Work completes. A blocking call issued while any of them is
+  // unfinished runs after them (on the progress thread); otherwise on the calling thread.
   Result<std::shared_ptr<Work>> allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                                DataType type, ReduceOp op);
   Result<std::shared_ptr<Work>> reduceScatterAsync(const void* sendbuf, void* recvbuf,

@@ -551,6 +551,33 @@ void runAsync(Checker& c) {
     compare(c, "async allreduce #" + std::to_string(k), t, ReduceOp::kSum, bufs[k].data(), count,
             [&](size_t i) { return expectedReduce(t, ReduceOp::kSum, p, i, 7000 + k); });
   }
+  // With nothing queued, a blocking call runs on this thread (not through the worker); then one
+  // queued behind a fresh asynchronous call, and a rank that issues its blocking call late: each
+  // result must be this call's, in issue order on every rank.
+  for (int round = 0; round < 3; ++round) {
+    const uint32_t salt = 7100 + 10 * round;
+    for (size_t i = 0; i < count; ++i) {
+      storeValue(t, bufs[0].data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
+      storeValue(t, bufs[1].data(), i, testValue(t, ReduceOp::kSum, r, i, salt + 1));
+    }
+    if (round == 2 && r == p - 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!c.ok(c.comm->allReduce(bufs[0].data(), bufs[0].data(), count, t, ReduceOp::kSum),
+              "blocking allreduce with nothing queued")) {
+      return;
+    }
+    auto w = c.comm->allReduceAsync(bufs[1].data(), bufs[1].data(), count, t, ReduceOp::kSum);
+    if (!c.ok(w.status(), "allReduceAsync")) return;
+    if (!c.ok(c.comm->allReduce(bufs[2].data(), bufs[2].data(), 1, t, ReduceOp::kSum),
+              "blocking allreduce behind an async one")) {
+      return;
+    }
+    if (!c.ok((*w)->wait(), "async allreduce wait")) return;
+    for (int k = 0; k < 2; ++k) {
+      compare(c, "allreduce mixed round " + std::to_string(round) + " #" + std::to_string(k), t,
+              ReduceOp::kSum, bufs[static_cast<size_t>(k)].data(), count,
+              [&](size_t i) { return expectedReduce(t, ReduceOp::kSum, p, i, salt + k); });
+    }
+  }
 }
 
 // Whether the file store (BRAID_FILE_STORE, one file per key, '.' encoded as %2E) still holds a
