@@ -10,6 +10,7 @@
 
 #include "collectives/comm_impl.h"
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/trace.h"
@@ -101,6 +102,11 @@ std::shared_ptr<detail::Selector> Communicator::Impl::selector() const {
 }
 
 void Communicator::Impl::installSelector(std::shared_ptr<detail::Selector> selector) {
+  // The kind of stores into shared memory that the model's probe measured faster (a property of
+  // the machine: process-wide), unless BRAID_SHM_STREAM forces one.
+  const std::string stream = paramString("BRAID_SHM_STREAM");
+  setStreamToShared(stream == "on" ||
+                    (stream != "off" && selector->costModel().model().streamShared));
   {
     std::lock_guard<std::mutex> lock(selectorMu_);
     selector_ = std::move(selector);

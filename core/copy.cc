@@ -1,6 +1,7 @@
 #include "core/copy.h"
 
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -10,6 +11,8 @@
 namespace braid {
 
 namespace {
+std::atomic<bool> gStream{true};
+
 // Measured on the 2-core EPYC VM with 2 ranks (shm all-reduce, SCHED_FIFO to cut noise): below
 // 16 KiB a plain copy wins (the peer pulls a few dirty lines from this core's cache faster than
 // from memory: 8 KiB 1.3 us vs 2.1 us); from 16 KiB up streaming wins, by 3-4x at 64 KiB-2 MiB.
@@ -60,19 +63,30 @@ void streamCopy(void* shared, void* local, const void* src, size_t bytes) {
 
 }  // namespace
 
-void copyToShared(void* dst, const void* src, size_t bytes) {
+void setStreamToShared(bool stream) { gStream.store(stream, std::memory_order_relaxed); }
+bool streamToShared() { return gStream.load(std::memory_order_relaxed); }
+
+void copyToSharedAs(bool stream, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;  // src may be null then (memcpy's arguments must not be)
 #if defined(__x86_64__)
-  if (bytes >= kCopyStreamMinBytes) return streamCopy<false>(dst, nullptr, src, bytes);
+  if (stream && bytes >= kCopyStreamMinBytes) return streamCopy<false>(dst, nullptr, src, bytes);
+#else
+  (void)stream;
 #endif
   std::memcpy(dst, src, bytes);
+}
+
+void copyToShared(void* dst, const void* src, size_t bytes) {
+  copyToSharedAs(streamToShared(), dst, src, bytes);
 }
 
 void copyToSharedAndLocal(void* shared, void* local, const void* src, size_t bytes) {
   if (bytes == 0) return;  // the pointers may be null then
   if (local == src) return copyToShared(shared, src, bytes);
 #if defined(__x86_64__)
-  if (bytes >= kCopyStreamMinBytes) return streamCopy<true>(shared, local, src, bytes);
+  if (bytes >= kCopyStreamMinBytes && streamToShared()) {
+    return streamCopy<true>(shared, local, src, bytes);
+  }
 #endif
   std::memcpy(shared, src, bytes);
   std::memcpy(local, src, bytes);

@@ -6,11 +6,22 @@
 namespace braid {
 
 /// Copies with non-temporal stores above a small size: the data goes to memory instead of staying
-/// dirty in this core's cache. On the machines braid is measured on, a peer core reading lines
-/// that are dirty in another core's cache runs at ~2 GB/s, while reading them from L3/memory runs
-/// at ~9 GB/s, so this is 3–4× faster for everything a peer consumes. Copies below 16 KiB use
-/// memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory.
+/// dirty in this core's cache. On the AMD EPYC VMs braid was first measured on, a peer core
+/// reading lines that are dirty in another core's cache runs at ~2 GB/s, while reading them from
+/// L3/memory runs at ~9 GB/s, so this is 3–4× faster for everything a peer consumes. Copies below
+/// 16 KiB use memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory. On
+/// machines where the peers read dirty lines fast (an Intel Xeon VM with 2 MiB of L2 per core:
+/// plain stores 1.1–2× faster at 64 KiB–16 MiB), setStreamToShared(false) makes every copy plain;
+/// the calibration probe measures both and chooses (FabricModel::streamShared).
 void copyToShared(void* dst, const void* src, size_t bytes);
+/// Whether copyToShared and copyToSharedAndLocal stream (non-temporal stores) from
+/// kCopyStreamMinBytes up; process-wide, true until set. A property of the machine: every
+/// communicator of a process sets the same value.
+void setStreamToShared(bool stream);
+bool streamToShared();
+/// copyToShared with the kind of stores given, whatever setStreamToShared says (the calibration
+/// probe times both).
+void copyToSharedAs(bool stream, void* dst, const void* src, size_t bytes);
 /// Below this size copyToShared is a plain memcpy.
 inline constexpr size_t kCopyStreamMinBytes = 16384;
 /// copyToShared(shared, src, bytes) and memcpy(local, src, bytes) in one pass over src (each

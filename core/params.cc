@@ -307,6 +307,11 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
        "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
        "(suffixes k, m, g)"},
+      {"BRAID_SHM_STREAM", ParamType::kEnum, "auto", "auto|on|off",
+       "Copies of 16 KiB and more into shared memory (segments, shm rings): on = non-temporal "
+       "stores (to memory, not left dirty in this core's cache), off = plain stores, auto = what "
+       "the calibration probe measured faster on this machine (plain where peers read dirty "
+       "lines fast)"},
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "

@@ -26,6 +26,7 @@ namespace {
 constexpr size_t kSmallProbeBytes = 8;
 constexpr size_t kMidProbeBytes = size_t{16} << 10;  // LinkCost::kMidBytes
 constexpr size_t kSmallCopyProbeBytes = size_t{8} << 10;  // LinkCost::kSmallBytes
+constexpr size_t kPieceCopyProbeBytes = size_t{256} << 10;  // kSegmentPieceBytes
 constexpr int kSmallRounds = 24;
 
 double nowUs() {
@@ -244,18 +245,18 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
 // run): empty ones for the synchronization cost, then ones that publish `bytes` into the own slot
 // (streamed, as copyToShared does) and read a peer's slot back, for the copy cost per byte.
 Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
-                    double* copyUsPerByte, double* copySmallUsPerByte) {
+                    double* copyUsPerByte, double* copySmallUsPerByte, bool* streamShared) {
   Fingerprint fp;
   fp.collective = Collective::kBarrier;
   fp.type = DataType::kUint8;
   bytes = std::min(bytes, seg.halfBytes());
   std::vector<uint8_t> local(bytes, 0x3c);
   const int peer = (seg.localIndex() + 1) % seg.localSize();
-  auto round = [&](size_t n, double* us) -> Status {
+  auto round = [&](size_t n, double* us, bool stream = true) -> Status {
     const double t0 = nowUs();
     const uint64_t g = seg.nextGeneration();
     const int h = static_cast<int>(g & 1);
-    copyToShared(seg.half(seg.localIndex(), h), local.data(), n);
+    copyToSharedAs(stream, seg.half(seg.localIndex(), h), local.data(), n);
     seg.arrive(g, 0, fp);
     BRAID_RETURN_IF_ERROR(seg.waitArrived(g, false));
     if (n > 0) std::memcpy(local.data(), seg.half(peer, h), n);
@@ -285,11 +286,42 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   // in (~2–3 us per 4 KiB here), and with one warm-up the median of three timed rounds caught
   // the other half's faults (8–12 GB/s where the collectives copy at 13–16). Then the lower
   // quartile of eight, as for the hand-off.
-  std::vector<double> c(8);
-  for (int warm = 0; warm < 2; ++warm) BRAID_RETURN_IF_ERROR(round(bytes, &us));
-  for (double& x : c) BRAID_RETURN_IF_ERROR(round(bytes, &x));
-  std::sort(c.begin(), c.end());
-  *copyUsPerByte = bytes > 0 ? std::max(0.0, c[c.size() / 4] - *syncUs) / (2.0 * bytes) : 0;
+  // Non-temporal and plain stores alternate, round by round, at the probe's size and at 256 KiB
+  // (a pipelined piece): plain ones are chosen when 10% faster at 256 KiB and no slower at the
+  // probe's size, as on an Intel Xeon VM (2 MiB of L2 per core; probe 1.55x faster at 256 KiB,
+  // 1.07-1.15x at 2 MiB; the shm all-reduce 1.1-2x faster at 64 KiB-16 MiB), not on the EPYC
+  // VMs (streaming 3-4x faster at 64 KiB-2 MiB: shared/docs/machine-facts.md).
+  auto lowerQuartile = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 4];
+  };
+  auto compare = [&](size_t n, int reps, double* streamUs, double* plainUs) -> Status {
+    std::vector<double> s(static_cast<size_t>(reps)), p(static_cast<size_t>(reps));
+    for (int warm = 0; warm < 2; ++warm) {
+      BRAID_RETURN_IF_ERROR(round(n, &us, true));
+      BRAID_RETURN_IF_ERROR(round(n, &us, false));
+    }
+    for (size_t i = 0; i < s.size(); ++i) {
+      BRAID_RETURN_IF_ERROR(round(n, &s[i], true));
+      BRAID_RETURN_IF_ERROR(round(n, &p[i], false));
+    }
+    *streamUs = lowerQuartile(s);
+    *plainUs = lowerQuartile(p);
+    return Status::ok();
+  };
+  double streamUs = 0, plainUs = 0, streamMidUs = 0, plainMidUs = 0;
+  BRAID_RETURN_IF_ERROR(compare(bytes, 8, &streamUs, &plainUs));
+  BRAID_RETURN_IF_ERROR(compare(std::min(bytes, kPieceCopyProbeBytes), 12, &streamMidUs,
+                                &plainMidUs));
+  *streamShared = !(plainUs <= streamUs && plainMidUs < 0.9 * streamMidUs);
+  if (seg.localIndex() == 0) {
+    BRAID_INFO("calibration: a copy through the segment, %zu KiB: non-temporal %.1f us, plain "
+               "%.1f us; %zu KiB: %.1f, %.1f us; %s stores", bytes >> 10, streamUs, plainUs,
+               std::min(bytes, kPieceCopyProbeBytes) >> 10, streamMidUs, plainMidUs,
+               *streamShared ? "non-temporal" : "plain");
+  }
+  const double copyUs = *streamShared ? streamUs : plainUs;
+  *copyUsPerByte = bytes > 0 ? std::max(0.0, copyUs - *syncUs) / (2.0 * bytes) : 0;
   // Below the streaming threshold a copy stays in the writer's cache, and the reader pulls the
   // dirty lines: 0.3–2 GB/s on the test VM, depending on where its two cores sit. The rounds
   // come in two modes, in step or not (a median of nine rounds read 3 and 15 GB/s in two probes
@@ -315,7 +347,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
+  // v10: the kind of stores for copies into shared memory (stream_shared), and the segment copy
+  // rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
   // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
   // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
   // which could catch the rounds out of step); v7: α and one-way α from the 10th percentile of
@@ -323,7 +356,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   // 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
   // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
   // median). Caches of older probes are ignored.
-  std::string s = "v9 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  std::string s = "v10 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
@@ -507,9 +540,10 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
   }
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 4, 0, "inter"));
   double syncUs = -1, segCopy = -1, segCopySmall = -1;
+  bool streamShared = true;
   if (ctx.segment != nullptr) {
     BRAID_RETURN_IF_ERROR(
-        probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall)
+        probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall, &streamShared)
             .withContext("calibration probe of the intra-host segment"));
   }
 
@@ -546,6 +580,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     m.syncUs = syncUs > 0 ? syncUs : m.intra.alphaUs;
     if (segCopy > 0) m.copyUsPerByte = segCopy;  // what the segment algorithms really copy at
     if (segCopySmall > 0) m.copySmallUsPerByte = segCopySmall;
+    m.streamShared = streamShared;
     // An unsteady probe is used by this job only: cached, it would mislead every later job.
     if (!cachePath.empty() && !steady) {
       BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "

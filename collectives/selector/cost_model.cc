@@ -51,14 +51,14 @@ std::string FabricModel::serialize() const {
                 "intra_alpha_one_way_us=%.6g inter_alpha_one_way_us=%.6g "
                 "intra_beta_small_us_per_byte=%.6g intra_beta_sym_small_us_per_byte=%.6g "
                 "inter_beta_small_us_per_byte=%.6g inter_beta_sym_small_us_per_byte=%.6g "
-                "copy_small_us_per_byte=%.6g copy_alone_us_per_byte=%.6g",
+                "copy_small_us_per_byte=%.6g copy_alone_us_per_byte=%.6g stream_shared=%d",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
                 inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs, intra.alphaOneWayUs,
                 inter.alphaOneWayUs, intra.betaSmallUsPerByte, intra.betaSymSmallUsPerByte,
                 inter.betaSmallUsPerByte, inter.betaSymSmallUsPerByte, copySmallUsPerByte,
-                copyAloneUsPerByte);
+                copyAloneUsPerByte, streamShared ? 1 : 0);
   return buf;
 }
 
@@ -111,6 +111,12 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "inter_beta_sym_small_us_per_byte") m.inter.betaSymSmallUsPerByte = v;
     else if (key == "copy_small_us_per_byte") m.copySmallUsPerByte = v;
     else if (key == "copy_alone_us_per_byte") m.copyAloneUsPerByte = v;
+    else if (key == "stream_shared") {
+      if (v != 0 && v != 1) {
+        return invalidArgument("fabric model: stream_shared in '" + item + "' is not 0 or 1");
+      }
+      m.streamShared = v == 1;
+    }
     else if (key == "llc_bytes") {
       // Whole bytes (serialize prints no fraction): below one byte is unknown, as 0 is.
       if (v > kMaxLlcBytes) {
@@ -141,13 +147,14 @@ std::string FabricModel::describe() const {
                   gbps(mid(l.betaSymSmallUsPerByte, symMid)), gbps(l.symLarge()));
     return std::string(b);
   };
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof(buf),
-                "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f; one core alone %.2f); sync %.2f us; "
-                "call %.2f us; %d cores/host; LLC %.0f MiB; from %s",
+                "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f; one core alone %.2f; %s stores); "
+                "sync %.2f us; call %.2f us; %d cores/host; LLC %.0f MiB; from %s",
                 gbps(gammaUsPerByte), gbps(copyUsPerByte),
                 gbps(copySmallUsPerByte > 0 ? copySmallUsPerByte : copyUsPerByte),
-                gbps(copyAloneUsPerByte > 0 ? copyAloneUsPerByte : copyUsPerByte), syncUs, callUs,
+                gbps(copyAloneUsPerByte > 0 ? copyAloneUsPerByte : copyUsPerByte),
+                streamShared ? "non-temporal" : "plain", syncUs, callUs,
                 coresPerHost, llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }

@@ -77,6 +77,9 @@ struct FabricModel {
   /// in; 0 = copyUsPerByte (which has every local rank copying at once).
   double copyAloneUsPerByte = 0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
+  /// Copies into the segment with non-temporal stores (core/copy.h), or plain ones where the
+  /// probe measured those faster (the peers read lines dirty in the writer's cache quickly).
+  bool streamShared = true;
   /// µs per byte of one copy of `bytes` into or out of the segment: copySmallUsPerByte below
   /// core/copy.h's streaming threshold (the lines are pulled from the writer's cache), else
   /// copyUsPerByte.

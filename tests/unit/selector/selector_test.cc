@@ -427,6 +427,14 @@ TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   EXPECT_EQ(back->serialize(), m.serialize());
   EXPECT_DOUBLE_EQ(back->callUs, 0.25);
   EXPECT_DOUBLE_EQ(back->copyAloneUsPerByte, 0.0004);
+  EXPECT_TRUE(back->streamShared);
+  // The kind of stores into shared memory travels (and only 0 or 1 is one).
+  m.streamShared = false;
+  back = FabricModel::parse(m.serialize());
+  ASSERT_TRUE(back.isOk());
+  EXPECT_FALSE(back->streamShared);
+  EXPECT_NE(back->describe().find("plain stores"), std::string::npos);
+  EXPECT_FALSE(FabricModel::parse(m.serialize() + " stream_shared=2").isOk());
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=1").isOk());
   EXPECT_FALSE(FabricModel::parse(m.serialize() + " bogus=1").isOk());
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
