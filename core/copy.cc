@@ -1,7 +1,7 @@
 #include "core/copy.h"
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)
