@@ -187,8 +187,23 @@ inline bool inSharedWindows(const CollArgs& a) { return sharedWindowsMarked(a.fp
 Status beginInSharedWindows(const CollArgs& a, const void* sendbuf, size_t sendBytes,
                             const void* recvbuf, size_t recvBytes, WindowedCall* w);
 /// The last hand-off: no rank returns (letting its caller rewrite its buffers) while a peer
-/// still reads them.
+/// still reads them. Single-copy calls end with it too.
 Status endInSharedWindows(const CollArgs& a);
+/// Single-copy calls (ShmSegment::singleCopy(): the ranks read and write each other's private
+/// buffers with process_vm_readv/writev): every local rank's buffer addresses, in its process.
+struct SingleCopyCall {
+  uint64_t send[kMaxLocalRanks] = {};
+  uint64_t recv[kMaxLocalRanks] = {};
+};
+/// At or above this many bytes a call moves (the broadcast's message, the all-gather's block)
+/// all-gather and broadcast read the peers' buffers in place when the segment allows
+/// (singleCopy()). Below it the pipeline through the segment, whose copies stay in cache, is
+/// quicker than the two system calls and the hand-off more.
+inline constexpr size_t kSingleCopyMinBytes = 64 * 1024;
+/// Publishes this rank's buffer addresses, arrives (checking every rank's fingerprint: counts,
+/// dtypes, roots and the operation agree before anybody reads) and collects the others'.
+Status beginSingleCopy(const CollArgs& a, const void* sendbuf, const void* recvbuf,
+                       SingleCopyCall* c);
 /// Folds elements [first, first + count) of every local rank's send buffer in rank order (all
 /// ranks get the same bits) into dst, dividing for kAvg; stream: with non-temporal stores, for
 /// an output the peers read next.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "core/clock.h"
@@ -31,6 +32,10 @@ struct ShmSegment::Header {
   uint64_t slotBytes;
   alignas(kLine) std::atomic<uint64_t> abortWord;  // 0, or (code << 32) | (origin rank + 1)
   alignas(kLine) std::atomic<int32_t> pids[kMaxLocalRanks];
+  // Where each rank mapped this segment (0 until it did), and what its single-copy probe found
+  // (agreeSingleCopy: 0 not yet, 1 it reads every peer's memory, 2 it cannot or must not).
+  alignas(kLine) std::atomic<uint64_t> bases[kMaxLocalRanks];
+  alignas(kLine) std::atomic<int32_t> singleCopy[kMaxLocalRanks];
 };
 
 struct ShmSegment::Control {
@@ -146,6 +151,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
     }
   }
   seg->header_->pids[localIndex].store(static_cast<int32_t>(getpid()), std::memory_order_release);
+  seg->header_->bases[localIndex].store(reinterpret_cast<uintptr_t>(base),
+                                        std::memory_order_release);
+  if (n > 1) BRAID_RETURN_IF_ERROR(seg->agreeSingleCopy(deadline));
   // Once every local rank has mapped the segment, remove its name so that nothing leaks.
   std::string key = storePrefix + "seg_mapped";
   BRAID_ASSIGN_OR_RETURN(int64_t mapped, store->add(key, 1));
@@ -160,6 +168,82 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
     seg->unlinked_ = true;
   }
   return seg;
+}
+
+Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
+  const int n = localSize();
+  int32_t verdict = 1;
+  std::string why;
+  if (paramString("BRAID_SHM_CMA") == "off") {
+    verdict = 2;
+    why = "BRAID_SHM_CMA=off";
+  }
+  // Read every peer's copy of the job's secret where that peer mapped the segment: it proves
+  // both the permission and that pids[] names the processes that map this segment (a rank in
+  // another pid namespace would name some other process, or none).
+  for (int i = 0; i < n && verdict == 1; ++i) {
+    if (i == me_) continue;
+    Backoff backoff;
+    while (header_->bases[i].load(std::memory_order_acquire) == 0) {
+      if (deadline.expired()) {
+        return timeoutError("rank " + std::to_string(localRanks_[i]) +
+                            " did not map the intra-host segment " + name_);
+      }
+      backoff.pause();
+    }
+    uint64_t secret = 0;
+    Status s = readProcessMemory(header_->pids[i].load(std::memory_order_acquire), &secret,
+                                 header_->bases[i].load(std::memory_order_acquire) +
+                                     offsetof(Header, secret),
+                                 sizeof(secret), "the single-copy probe");
+    if (!s.isOk() || secret != header_->secret) {
+      verdict = 2;
+      why = "rank " + std::to_string(localRanks_[me_]) + " cannot read rank " +
+            std::to_string(localRanks_[i]) + "'s memory: " +
+            (s.isOk() ? std::string("another process answers at its pid") : s.message());
+    }
+  }
+  header_->singleCopy[me_].store(verdict, std::memory_order_release);
+  bool all = verdict == 1;
+  for (int i = 0; i < n; ++i) {
+    Backoff backoff;
+    int32_t v = 0;
+    while ((v = header_->singleCopy[i].load(std::memory_order_acquire)) == 0) {
+      if (deadline.expired()) {
+        return timeoutError("rank " + std::to_string(localRanks_[i]) +
+                            " did not finish the intra-host segment's set-up");
+      }
+      backoff.pause();
+    }
+    all = all && v == 1;
+  }
+  singleCopy_ = all;
+  if (verdict == 2 && why != "BRAID_SHM_CMA=off") {
+    BRAID_INFO("%s; all-gather and broadcast on this host copy through the shared segment "
+               "instead (twice per byte)",
+               why.c_str());
+  }
+  return Status::ok();
+}
+
+Status ShmSegment::readPeer(int i, void* dst, uint64_t remote, size_t bytes) const {
+  Status s = readProcessMemory(header_->pids[i].load(std::memory_order_relaxed), dst, remote,
+                               bytes, "a single-copy collective");
+  if (s.isOk()) return s;
+  return s.withContext("rank " + std::to_string(localRanks_[me_]) + " reading rank " +
+                       std::to_string(localRanks_[i]) + "'s buffer");
+}
+
+Status ShmSegment::writePeer(int i, uint64_t remote, const void* src, size_t bytes) const {
+  Status s = writeProcessMemory(header_->pids[i].load(std::memory_order_relaxed), remote, src,
+                                bytes, "a single-copy collective");
+  if (s.isOk()) return s;
+  return s.withContext("rank " + std::to_string(localRanks_[me_]) + " writing rank " +
+                       std::to_string(localRanks_[i]) + "'s buffer");
+}
+
+uint64_t ShmSegment::peerRef(int i, uint64_t g, bool send) const {
+  return control(i)->win[g & 1][send ? 0 : 1];
 }
 
 ShmSegment::~ShmSegment() {

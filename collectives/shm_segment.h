@@ -56,6 +56,21 @@ class ShmSegment {
   /// More of the job's ranks on this machine than cores: waits yield, and every hand-off costs
   /// context switches.
   bool oversubscribed() const { return oversubscribed_; }
+  /// Whether every local rank may read and write the others' private memory (cross-memory
+  /// attach, process_vm_readv/writev), agreed by all at create: each reads every peer's copy of
+  /// the segment header through it. Off with BRAID_SHM_CMA=off on any rank, or where the kernel
+  /// refuses (Yama's ptrace_scope ≥ 1 between processes that are not parent and child, ranks
+  /// in other pid namespaces).
+  bool singleCopy() const { return singleCopy_; }
+  /// Copies bytes at address `remote` in local rank i's process to dst (singleCopy() only);
+  /// errors name both ranks.
+  Status readPeer(int i, void* dst, uint64_t remote, size_t bytes) const;
+  /// Copies src to address `remote` in local rank i's process (singleCopy() only).
+  Status writePeer(int i, uint64_t remote, const void* src, size_t bytes) const;
+  /// Local rank i's send (or receive) word of generation g as it published it with
+  /// setWindowRefs (after waitArrived(g)): a window reference, or in single-copy calls the
+  /// buffer's address in rank i's process.
+  uint64_t peerRef(int i, uint64_t g, bool send) const;
 
   /// Data half h (0 or 1) of local rank i.
   uint8_t* half(int i, int h) const;
@@ -128,6 +143,8 @@ class ShmSegment {
   ShmSegment() = default;
   Control* control(int i) const;
   Status waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints, int only = -1);
+  /// create's last step with more than one local rank: sets singleCopy_ (see singleCopy()).
+  Status agreeSingleCopy(const Deadline& deadline);
   void wakeSleepers(Control* c);
 
   struct Window {
@@ -158,6 +175,7 @@ class ShmSegment {
   Fingerprint announcedFp_;
   int64_t timeoutMs_ = 0;
   bool oversubscribed_ = false;
+  bool singleCopy_ = false;
   uint64_t spinNs_ = 0;  // BRAID_SHM_SPIN_US: spinning before a futex sleep (cores to spare)
   bool unlinked_ = false;
 };

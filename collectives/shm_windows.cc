@@ -65,6 +65,20 @@ Status beginInSharedWindows(const CollArgs& a, const void* sendbuf, size_t sendB
   return Status::ok();
 }
 
+Status beginSingleCopy(const CollArgs& a, const void* sendbuf, const void* recvbuf,
+                       SingleCopyCall* c) {
+  ShmSegment* seg = a.shm;
+  const uint64_t g = seg->nextGeneration();
+  seg->setWindowRefs(g, reinterpret_cast<uintptr_t>(sendbuf), reinterpret_cast<uintptr_t>(recvbuf));
+  seg->arrive(g, a.seq, a.fp);
+  BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
+  for (int i = 0; i < seg->localSize(); ++i) {
+    c->send[i] = seg->peerRef(i, g, true);
+    c->recv[i] = seg->peerRef(i, g, false);
+  }
+  return Status::ok();
+}
+
 Status endInSharedWindows(const CollArgs& a) {
   ShmSegment* seg = a.shm;
   // Arriving at g + 1 rewrites the fingerprint half of g − 1: every rank arrived at g already.

@@ -312,6 +312,10 @@ const std::vector<ParamDef>& paramTable() {
        "stores (to memory, not left dirty in this core's cache), off = plain stores, auto = what "
        "the calibration probe measured faster on this machine (plain where peers read dirty "
        "lines fast)"},
+      {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|off",
+       "Single-copy all-gather and broadcast on one host: each rank reads (and a broadcast's "
+       "root writes) the peers' buffers in place with process_vm_readv/writev, where the kernel "
+       "allows it (checked at start-up); off = always copy through the shared segment"},
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "

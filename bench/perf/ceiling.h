@@ -5,15 +5,19 @@
 // memory traffic it cannot avoid, CeilingWork): the probe's memory is a shared window
 // (Communicator::allocShared) holding, per rank, an input part and a result part of S bytes each,
 // each rank reaching the others' parts through Communicator::sharedPart.
-//   publish (private buffers only, -R 0): copy the bytes of its input that other ranks must read
-//     into its input part: nobody else can read private memory (a kernel single copy, CMA, is a
-//     copy too, and slower on the VMs measured: shared/docs/machine-facts.md);
+//   publish (private buffers only, -R 0): copy the bytes of its input that other ranks must
+//     reduce into its input part (a reduction needs both operands in memory it can load; a
+//     kernel single copy, CMA, would be the same copy). All-gather, all-to-all and broadcast
+//     publish nothing: a single copy (process_vm_readv/writev) moves private bytes once; braid
+//     uses it for all-gather and broadcast where the kernel allows (ShmSegment::singleCopy),
+//     not yet for all-to-all;
 //   reduce: its share of the reduction, the second operand read from each peer's input part in
 //     turn (a block of equal size per peer), the result written into its own result part;
 //   copy: bytes copied from other ranks' parts into its output, from each peer's result part
 //     (what that peer reduced a moment ago, still in its cache or just evicted: as an all-reduce's
 //     reduced shards are), from each peer's input part (all-gather, all-to-all), or from the
-//     root's (broadcast).
+//     root's (broadcast; every rank, the root included, copies an equal share of the n − 1
+//     copies the others need).
 // Phases are separated by barriers that are not timed; a phase's time is the slowest rank's mean
 // over the iterations, and the ceiling is the sum of the phases' times. Every byte crosses cores
 // as in the collective (the reads of another core's lines, not a local memcpy of data hot in this

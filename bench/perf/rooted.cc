@@ -14,12 +14,14 @@ double busBwFactor(int /*ranks*/) { return 1.0; }
 
 bool isRoot(const BenchContext& ctx) { return ctx.rank == ctx.root; }
 
-// broadcast: every other rank copies the message from the root's input. reduce: reduce-scatter
-// through shared memory (each rank reduces the other ranks' parts into its 1/n slice), then the
-// root copies the n-1 slices the others reduced.
+// broadcast: the n-1 copies of the message out of the root's input, shared by all n ranks
+// (the root writing part of each other rank's output, as braid's single copy does), with no
+// publish: a single copy (process_vm_readv/writev) reads and writes private buffers. reduce:
+// reduce-scatter through shared memory (each rank reduces the other ranks' parts into its 1/n
+// slice), then the root copies the n-1 slices the others reduced.
 CeilingWork broadcastCeiling(const BenchContext& ctx, size_t count) {
   const double s = static_cast<double>(count * ctx.pattern->elemSize());
-  return {isRoot(ctx) ? s : 0.0, 0, isRoot(ctx) ? 0.0 : s, CeilingSource::kRootInput};
+  return {0, 0, s * (ctx.ranks - 1) / ctx.ranks, CeilingSource::kRootInput};
 }
 CeilingWork reduceCeiling(const BenchContext& ctx, size_t count) {
   const double share = static_cast<double>(count * ctx.pattern->elemSize()) * (ctx.ranks - 1) /
@@ -32,8 +34,8 @@ BenchInfo describe(const char* name, bool reduces) {
           reduces ? reduceCeiling : broadcastCeiling,
           reduces ? "reduce (n-1)/n S with the peers' inputs, the root copies (n-1)/n S of\n"
                     "  their results (+ publish (n-1)/n S, private buffers)"
-                  : "every non-root copies S from the root's input\n"
-                    "  (+ the root publishes S, private buffers)"};
+                  : "every rank copies (n-1)/n S from the root's input (the n-1 copies\n"
+                    "  shared by all; out of place the root's own copy is not counted)"};
 }
 
 // --- broadcast ----------------------------------------------------------------------------------

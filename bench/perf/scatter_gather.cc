@@ -32,9 +32,9 @@ CeilingWork reduceScatterCeiling(const BenchContext& ctx, size_t count) {
   const double others = otherBlocksBytes(ctx, count);
   return {others, others, 0, CeilingSource::kPeersInputs};
 }
+// all-gather: no publish, as for broadcast (rooted.cc): a single copy reads private buffers.
 CeilingWork allGatherCeiling(const BenchContext& ctx, size_t count) {
-  const double block = static_cast<double>(blockCount(ctx, count) * ctx.pattern->elemSize());
-  return {block, 0, otherBlocksBytes(ctx, count), CeilingSource::kPeersInputs};
+  return {0, 0, otherBlocksBytes(ctx, count), CeilingSource::kPeersInputs};
 }
 
 BenchInfo describe(const char* name, bool reduces) {
@@ -42,7 +42,7 @@ BenchInfo describe(const char* name, bool reduces) {
           "(n-1)/n", reduces, /*rooted=*/false, reduces ? reduceScatterCeiling : allGatherCeiling,
           reduces ? "reduce (n-1)/n S with the peers' inputs\n"
                     "  (+ publish (n-1)/n S, private buffers)"
-                  : "copy (n-1)/n S of the peers' inputs (+ publish S/n, private buffers)"};
+                  : "copy (n-1)/n S of the peers' inputs (private buffers too: single copy)"};
 }
 
 // --- reduce_scatter -----------------------------------------------------------------------------

@@ -39,6 +39,29 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return endInSharedWindows(a);
 }
 
+// Single copy (ShmSegment::singleCopy(), blocks of kSingleCopyMinBytes and more, buffers
+// anywhere): every rank reads the others' blocks from their send buffers straight into its
+// receive buffer (process_vm_readv), one copy per byte as in shared windows; out of place it
+// copies its own block too. A hand-off publishes the buffers, one releases them.
+Status runSingleCopy(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t bytes) {
+  ShmSegment* seg = a.shm;
+  const int p = seg->localSize();
+  const int me = seg->localIndex();
+  SingleCopyCall c;
+  BRAID_RETURN_IF_ERROR(beginSingleCopy(a, sendbuf, recvbuf, &c));
+  uint8_t* out = static_cast<uint8_t*>(recvbuf);
+  for (int k = 1; k <= p; ++k) {  // the next rank's block first: the ranks spread their reads
+    const int i = (me + k) % p;
+    uint8_t* dst = out + static_cast<size_t>(i) * bytes;
+    if (i == me) {
+      copyIfDistinct(dst, sendbuf, bytes);
+    } else {
+      BRAID_RETURN_IF_ERROR(seg->readPeer(i, dst, c.send[i], bytes));
+    }
+  }
+  return endInSharedWindows(a);
+}
+
 }  // namespace
 
 namespace all_gather_shm {
@@ -52,6 +75,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes);
+  if (seg->singleCopy() && bytes >= kSingleCopyMinBytes) {
+    return runSingleCopy(a, sendbuf, recvbuf, bytes);
+  }
   const int p = seg->localSize();
   const int me = seg->localIndex();
   const size_t piece = seg->pieceBytes(a.elemSize);

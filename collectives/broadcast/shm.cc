@@ -35,6 +35,38 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return endInSharedWindows(a);
 }
 
+// Single copy (ShmSegment::singleCopy(), messages of kSingleCopyMinBytes and more, buffers
+// anywhere): each reader pulls the message from the root's send buffer straight into its own
+// (process_vm_readv) while the root pushes the message's tail into every reader's
+// (process_vm_writev), so that with a core per rank both ends of the transfer copy. The tail t
+// balances the root's work, (p − 1)·t plus its own copy out of place, against a reader's, S − t:
+// in place, t = S/p; out of place the root's own copy already matches a reader's pull. One
+// hand-off publishes the buffers, one releases them.
+Status runSingleCopy(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t bytes,
+                     int root) {
+  ShmSegment* seg = a.shm;
+  const int p = seg->localSize();
+  const int me = seg->localIndex();
+  SingleCopyCall c;
+  BRAID_RETURN_IF_ERROR(beginSingleCopy(a, me == root ? sendbuf : nullptr, recvbuf, &c));
+  // Every rank computes the same split from what the root published; whole pages, so that the
+  // two writers of a reader's buffer never share a line.
+  const size_t own = c.send[root] != c.recv[root] ? bytes : 0;
+  const size_t tail = (bytes - own) / static_cast<size_t>(p) / 4096 * 4096;
+  const size_t head = bytes - tail;
+  if (me == root) {
+    const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
+    for (int k = 1; k < p && tail > 0; ++k) {
+      const int i = (root + k) % p;
+      BRAID_RETURN_IF_ERROR(seg->writePeer(i, c.recv[i] + head, src + head, tail));
+    }
+    copyIfDistinct(recvbuf, sendbuf, bytes);
+  } else {
+    BRAID_RETURN_IF_ERROR(seg->readPeer(root, recvbuf, c.send[root], head));
+  }
+  return endInSharedWindows(a);
+}
+
 }  // namespace
 
 namespace broadcast_shm {
@@ -48,6 +80,9 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     return broadcastTree(a, sendbuf, recvbuf, count, root);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes, root);
+  if (seg->singleCopy() && bytes >= kSingleCopyMinBytes) {
+    return runSingleCopy(a, sendbuf, recvbuf, bytes, root);
+  }
   // On one host the local index is the rank.
   const int me = seg->localIndex();
   const size_t piece = seg->pieceBytes(es);

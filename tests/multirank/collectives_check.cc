@@ -811,11 +811,21 @@ int scenarioKill(Communicator* comm, bool stall) {
 
 // mismatch-count / mismatch-order: every rank must get kInvalidUsage, and the error must name
 // two ranks' views.
-int scenarioMismatch(Communicator* comm, bool order) {
-  std::vector<float> buf(4096, 1.0f);
+// mismatch-count: an all-reduce whose count differs on rank 0. mismatch-order: the collectives
+// in another order on rank 0. mismatch-big: a broadcast (then, had it passed, an all-gather)
+// large enough for the single copy (process_vm_readv/writev of the others' private buffers)
+// whose count differs on rank 0: the call must fail before any rank reads or writes a peer's
+// buffer with the wrong size (ASan would see the overrun in this process; the peer's in its).
+int scenarioMismatch(Communicator* comm, const std::string& kind) {
   const int r = comm->rank();
+  const size_t big = 200000;  // 800 KB messages, 800 KB all-gather blocks
+  std::vector<float> buf(kind == "big" ? (big + 1) * static_cast<size_t>(comm->size()) : 4096, 1.0f);
   Status s;
-  if (order) {
+  if (kind == "big") {
+    const size_t count = r == 0 ? big : big + 1;
+    s = comm->broadcast(buf.data(), buf.data(), count, DataType::kFloat32, 0);
+    if (s.isOk()) s = comm->allGather(buf.data(), buf.data(), count, DataType::kFloat32);
+  } else if (kind == "order") {
     if (r == 0) {
       s = comm->allReduce(buf.data(), buf.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
       if (s.isOk()) s = comm->broadcast(buf.data(), buf.data(), 1000, DataType::kFloat32, 0);
@@ -1328,8 +1338,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Communicator> comm = std::move(created).value();
   if (scenario == "kill") return scenarioKill(comm.get(), false);
   if (scenario == "stall") return scenarioKill(comm.get(), true);
-  if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), false);
-  if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), true);
+  if (scenario == "mismatch-count") return scenarioMismatch(comm.get(), "count");
+  if (scenario == "mismatch-order") return scenarioMismatch(comm.get(), "order");
+  if (scenario == "mismatch-big") return scenarioMismatch(comm.get(), "big");
   if (scenario == "mismatch-p2p") return scenarioMismatchP2p(comm.get());
   if (scenario == "mismatch-windows") return scenarioMismatchWindows(comm.get(), false);
   if (scenario == "mismatch-windows-rs") return scenarioMismatchWindows(comm.get(), true);

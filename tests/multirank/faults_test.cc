@@ -72,6 +72,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"stall", "auto", 3}, Case{"stall", "tcp", 4},
                       Case{"mismatch-count", "auto", 4}, Case{"mismatch-count", "tcp", 3},
                       Case{"mismatch-order", "auto", 4}, Case{"mismatch-order", "tcp", 5},
+                      // Counts that differ in a broadcast big enough for the single copy.
+                      Case{"mismatch-big", "auto", 3},
                       // A tree all-reduce against tree broadcasts: every rank waits to receive,
                       // nothing is in flight to carry the mismatch (found through the store).
                       Case{"mismatch-order", "tcp", 4, "allreduce:tree"},
