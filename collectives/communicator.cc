@@ -613,6 +613,8 @@ Result<std::shared_ptr<detail::Selector>> Communicator::Impl::buildSelector(
       static_cast<size_t>(std::max<int64_t>(8192, paramInt("BRAID_SHM_SEGMENT_BYTES"))) / 2;
   placement.chunkBytes = chunkBytes_;
   placement.ranksPerMachine = ranksPerMachine_;
+  // Agreed by every rank of the one host (the segment's algorithms run on one host only).
+  placement.singleCopy = placement.segment && numHosts_ == 1 && segment_ && segment_->singleCopy();
 
   detail::ProbeContext ctx;
   ctx.rank = rank_;

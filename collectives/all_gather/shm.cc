@@ -1,4 +1,7 @@
 // Same-host all-gather in the shared segment, with no message passing.
+// Blocks of kSingleCopyMinBytes (64 KiB) and more take one copy, private buffer to private
+// buffer, where the ranks may read each other's memory (runSingleCopy below); the schedule
+// through the segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes of each block, 256 KiB; the halves of a rank's
 // slot alternate between pieces as between calls in allreduce/shm.cc): copy the own block's
@@ -116,6 +119,10 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /
   const FabricModel& f = m.model();
   const double mem = m.memoryFactor(static_cast<double>(bytes));
   const double copy = f.segmentCopyUsPerByte(std::min(block, piece));
+  // Single copy: two hand-offs, then the p − 1 blocks pulled and the own one copied.
+  if (m.placement().singleCopy && block >= static_cast<double>(kSingleCopyMinBytes)) {
+    return 2 * f.syncUs + mem * block * f.segmentCopyUsPerByte(block) * L;
+  }
   return std::max(1.0, std::ceil(block / piece)) * f.syncUs + mem * block * copy * L;
 }
 

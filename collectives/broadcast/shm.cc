@@ -1,4 +1,7 @@
 // Same-host broadcast in the shared segment, with no message passing.
+// Messages of kSingleCopyMinBytes (64 KiB) and more take one copy, private buffer to private
+// buffer, where the ranks may read each other's memory (runSingleCopy below); the schedule
+// through the segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes, 256 KiB; the halves of the root's slot
 // alternate between pieces as between calls in allreduce/shm.cc): the root copies piece j into
@@ -124,6 +127,12 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
+  if (m.placement().singleCopy && bytes >= kSingleCopyMinBytes) {
+    // Two hand-offs and a reader's pull of the message (out of place; in place the root takes
+    // 1/p of it), at the cross-core copy rate (process_vm_readv ran at 0.7–0.8 of memcpy on
+    // the Intel VM).
+    return 2 * f.syncUs + m.memoryFactor(dn) * dn * f.segmentCopyUsPerByte(dn);
+  }
   const double piece = static_cast<double>(segmentPieceBytes(m.placement().segmentHalfBytes));
   const double pieces = std::max(1.0, std::ceil(dn / piece));
   // The root copies in alone (the readers wait for its first piece, and have cores of their own
