@@ -68,7 +68,10 @@
 #   --rate RATE            the fabric's link rate, tc syntax kbit|mbit|gbit (default 1gbit)
 #   --fabric-e MAX         largest fabric size (default 16M; from -b by -f like the local ones)
 #   --fabric-n N --fabric-w N  fabric timed / warm-up iterations (default 5 / 2)
-#   --inplace              compare the in-place columns instead of out-of-place
+#   --inplace              compare the in-place columns instead of out-of-place. MPI_Bcast and
+#                          gloo's broadcast have one buffer (the root's input is its output):
+#                          braid's in-place broadcast is the like-for-like row; out of place
+#                          braid's root also copies the message into its receive buffer
 #   --register             braid's buffers from its shared windows (braid-perf -R 1: the
 #                          all-reduce on one host then copies nothing through its staging
 #                          segment); the peers' buffers stay malloc'd

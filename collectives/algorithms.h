@@ -195,11 +195,6 @@ struct SingleCopyCall {
   uint64_t send[kMaxLocalRanks] = {};
   uint64_t recv[kMaxLocalRanks] = {};
 };
-/// At or above this many bytes a call moves (the broadcast's message, the all-gather's block)
-/// all-gather and broadcast read the peers' buffers in place when the segment allows
-/// (singleCopy()). Below it the pipeline through the segment, whose copies stay in cache, is
-/// quicker than the two system calls and the hand-off more.
-inline constexpr size_t kSingleCopyMinBytes = 64 * 1024;
 /// Publishes this rank's buffer addresses, arrives (checking every rank's fingerprint: counts,
 /// dtypes, roots and the operation agree before anybody reads) and collects the others'.
 Status beginSingleCopy(const CollArgs& a, const void* sendbuf, const void* recvbuf,

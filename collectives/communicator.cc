@@ -614,7 +614,9 @@ Result<std::shared_ptr<detail::Selector>> Communicator::Impl::buildSelector(
   placement.chunkBytes = chunkBytes_;
   placement.ranksPerMachine = ranksPerMachine_;
   // Agreed by every rank of the one host (the segment's algorithms run on one host only).
-  placement.singleCopy = placement.segment && numHosts_ == 1 && segment_ && segment_->singleCopy();
+  if (placement.segment && numHosts_ == 1 && segment_) {
+    placement.singleCopyMinBytes = segment_->singleCopyMinBytes();
+  }
 
   detail::ProbeContext ctx;
   ctx.rank = rank_;

@@ -33,7 +33,8 @@ struct ShmSegment::Header {
   alignas(kLine) std::atomic<uint64_t> abortWord;  // 0, or (code << 32) | (origin rank + 1)
   alignas(kLine) std::atomic<int32_t> pids[kMaxLocalRanks];
   // Where each rank mapped this segment (0 until it did), and what its single-copy probe found
-  // (agreeSingleCopy: 0 not yet, 1 it reads every peer's memory, 2 it cannot or must not).
+  // (agreeSingleCopy: 0 not yet, 1 it reads every peer's memory, 3 the same on a machine with
+  // more ranks than cores, 2 it cannot or must not).
   alignas(kLine) std::atomic<uint64_t> bases[kMaxLocalRanks];
   alignas(kLine) std::atomic<int32_t> singleCopy[kMaxLocalRanks];
 };
@@ -172,7 +173,7 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
 
 Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
   const int n = localSize();
-  int32_t verdict = 1;
+  int32_t verdict = oversubscribed_ ? 3 : 1;
   std::string why;
   if (paramString("BRAID_SHM_CMA") == "off") {
     verdict = 2;
@@ -181,7 +182,7 @@ Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
   // Read every peer's copy of the job's secret where that peer mapped the segment: it proves
   // both the permission and that pids[] names the processes that map this segment (a rank in
   // another pid namespace would name some other process, or none).
-  for (int i = 0; i < n && verdict == 1; ++i) {
+  for (int i = 0; i < n && verdict != 2; ++i) {
     if (i == me_) continue;
     Backoff backoff;
     while (header_->bases[i].load(std::memory_order_acquire) == 0) {
@@ -204,7 +205,8 @@ Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
     }
   }
   header_->singleCopy[me_].store(verdict, std::memory_order_release);
-  bool all = verdict == 1;
+  bool all = verdict != 2;
+  bool crowded = false;  // any rank's view, so that every rank takes the same threshold
   for (int i = 0; i < n; ++i) {
     Backoff backoff;
     int32_t v = 0;
@@ -215,9 +217,10 @@ Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
       }
       backoff.pause();
     }
-    all = all && v == 1;
+    all = all && v != 2;
+    crowded = crowded || v == 3;
   }
-  singleCopy_ = all;
+  singleCopyMinBytes_ = !all ? kNoSingleCopy : crowded ? 64 * 1024 : 16 * 1024;
   if (verdict == 2 && why != "BRAID_SHM_CMA=off") {
     BRAID_INFO("%s; all-gather and broadcast on this host copy through the shared segment "
                "instead (twice per byte)",

@@ -61,7 +61,17 @@ class ShmSegment {
   /// the segment header through it. Off with BRAID_SHM_CMA=off on any rank, or where the kernel
   /// refuses (Yama's ptrace_scope ≥ 1 between processes that are not parent and child, ranks
   /// in other pid namespaces).
-  bool singleCopy() const { return singleCopy_; }
+  bool singleCopy() const { return singleCopyMinBytes_ != kNoSingleCopy; }
+  /// From how many bytes a call moves (the broadcast's message, the all-gather's block) those two
+  /// take the single copy, the same on every local rank; kNoSingleCopy without it. Measured on
+  /// the 2-core Intel VM (braid-perf-allgather/-broadcast, BRAID_SHM_CMA=off against auto, best
+  /// of 3 rounds): with a core per rank the single copy wins from 16 KiB (broadcast 1.6 µs
+  /// against 2.4, an all-gather of 8 KiB blocks 2.0 against 2.5; at 8 KiB messages they tie);
+  /// with 4 ranks on the 2 cores its second hand-off costs context switches and the pipeline
+  /// wins up to 32 KiB (all-gather of 4 KiB blocks 11.6 µs against 4.6; 64 KiB broadcast 14.7
+  /// against 17.8).
+  size_t singleCopyMinBytes() const { return singleCopyMinBytes_; }
+  static constexpr size_t kNoSingleCopy = ~size_t{0};
   /// Copies bytes at address `remote` in local rank i's process to dst (singleCopy() only);
   /// errors name both ranks.
   Status readPeer(int i, void* dst, uint64_t remote, size_t bytes) const;
@@ -143,7 +153,7 @@ class ShmSegment {
   ShmSegment() = default;
   Control* control(int i) const;
   Status waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints, int only = -1);
-  /// create's last step with more than one local rank: sets singleCopy_ (see singleCopy()).
+  /// create's last step with more than one local rank: sets singleCopyMinBytes_.
   Status agreeSingleCopy(const Deadline& deadline);
   void wakeSleepers(Control* c);
 
@@ -175,7 +185,7 @@ class ShmSegment {
   Fingerprint announcedFp_;
   int64_t timeoutMs_ = 0;
   bool oversubscribed_ = false;
-  bool singleCopy_ = false;
+  size_t singleCopyMinBytes_ = kNoSingleCopy;
   uint64_t spinNs_ = 0;  // BRAID_SHM_SPIN_US: spinning before a futex sleep (cores to spare)
   bool unlinked_ = false;
 };

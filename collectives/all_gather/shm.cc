@@ -1,7 +1,7 @@
 // Same-host all-gather in the shared segment, with no message passing.
-// Blocks of kSingleCopyMinBytes (64 KiB) and more take one copy, private buffer to private
-// buffer, where the ranks may read each other's memory (runSingleCopy below); the schedule
-// through the segment that follows serves the rest.
+// Blocks of ShmSegment::singleCopyMinBytes() (16 KiB, 64 KiB with more ranks than cores) and
+// more take one copy, private buffer to private buffer, where the ranks may read each other's
+// memory (runSingleCopy below); the schedule through the segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes of each block, 256 KiB; the halves of a rank's
 // slot alternate between pieces as between calls in allreduce/shm.cc): copy the own block's
@@ -42,7 +42,7 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return endInSharedWindows(a);
 }
 
-// Single copy (ShmSegment::singleCopy(), blocks of kSingleCopyMinBytes and more, buffers
+// Single copy (blocks of ShmSegment::singleCopyMinBytes() and more, buffers
 // anywhere): every rank reads the others' blocks from their send buffers straight into its
 // receive buffer (process_vm_readv), one copy per byte as in shared windows; out of place it
 // copies its own block too. A hand-off publishes the buffers, one releases them.
@@ -78,7 +78,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes);
-  if (seg->singleCopy() && bytes >= kSingleCopyMinBytes) {
+  if (bytes >= seg->singleCopyMinBytes()) {
     return runSingleCopy(a, sendbuf, recvbuf, bytes);
   }
   const int p = seg->localSize();
@@ -120,7 +120,7 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /
   const double mem = m.memoryFactor(static_cast<double>(bytes));
   const double copy = f.segmentCopyUsPerByte(std::min(block, piece));
   // Single copy: two hand-offs, then the p − 1 blocks pulled and the own one copied.
-  if (m.placement().singleCopy && block >= static_cast<double>(kSingleCopyMinBytes)) {
+  if (block >= static_cast<double>(m.placement().singleCopyMinBytes)) {
     return 2 * f.syncUs + mem * block * f.segmentCopyUsPerByte(block) * L;
   }
   return std::max(1.0, std::ceil(block / piece)) * f.syncUs + mem * block * copy * L;

@@ -1,7 +1,7 @@
 // Same-host broadcast in the shared segment, with no message passing.
-// Messages of kSingleCopyMinBytes (64 KiB) and more take one copy, private buffer to private
-// buffer, where the ranks may read each other's memory (runSingleCopy below); the schedule
-// through the segment that follows serves the rest.
+// Messages of ShmSegment::singleCopyMinBytes() (16 KiB, 64 KiB with more ranks than cores) and
+// more take one copy, private buffer to private buffer, where the ranks may read each other's
+// memory (runSingleCopy below); the schedule through the segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes, 256 KiB; the halves of the root's slot
 // alternate between pieces as between calls in allreduce/shm.cc): the root copies piece j into
@@ -38,7 +38,7 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return endInSharedWindows(a);
 }
 
-// Single copy (ShmSegment::singleCopy(), messages of kSingleCopyMinBytes and more, buffers
+// Single copy (messages of ShmSegment::singleCopyMinBytes() and more, buffers
 // anywhere): each reader pulls the message from the root's send buffer straight into its own
 // (process_vm_readv) while the root pushes the message's tail into every reader's
 // (process_vm_writev), so that with a core per rank both ends of the transfer copy. The tail t
@@ -83,7 +83,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     return broadcastTree(a, sendbuf, recvbuf, count, root);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes, root);
-  if (seg->singleCopy() && bytes >= kSingleCopyMinBytes) {
+  if (bytes >= seg->singleCopyMinBytes()) {
     return runSingleCopy(a, sendbuf, recvbuf, bytes, root);
   }
   // On one host the local index is the rank.
@@ -127,7 +127,7 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
-  if (m.placement().singleCopy && bytes >= kSingleCopyMinBytes) {
+  if (bytes >= m.placement().singleCopyMinBytes) {
     // Two hand-offs and a reader's pull of the message (out of place; in place the root takes
     // 1/p of it), at the cross-core copy rate (process_vm_readv ran at 0.7–0.8 of memcpy on
     // the Intel VM).
