@@ -1,6 +1,8 @@
 // The frame of the shm rows' schedules on buffers in shared windows (Communicator::allocShared):
 // every local rank publishes where its buffers lie, so that the others read (or write) them in
-// place, with none of the copies through the segment's data slots.
+// place, with none of the copies through the segment's data slots. The single-copy calls
+// (beginSingleCopy) share the frame: they publish the addresses of private buffers, which the
+// peers reach with process_vm_readv/writev instead of a mapping.
 #include <algorithm>
 #include <cstring>
 #include <string>
