@@ -105,8 +105,14 @@ TEST(PerfCeiling, TrafficMatchesTheStatedFormulas) {
   EXPECT_EQ(work(reduceScatterBench(), 2).reduceBytes, 3072);
   EXPECT_EQ(work(allGatherBench(), 3).copyBytes, 3072);
   EXPECT_EQ(work(allGatherBench(), 3).reduceBytes, 0);
-  EXPECT_EQ(work(broadcastBench(), 1).copyBytes, 0);  // the root
-  EXPECT_EQ(work(broadcastBench(), 0).copyBytes, 4096);
+  // Copy-only collectives publish nothing (a single copy reads private buffers), and the
+  // broadcast's n − 1 copies of S are shared by all n ranks, the root included.
+  EXPECT_EQ(work(allGatherBench(), 3).publishBytes, 0);
+  EXPECT_EQ(work(allToAllBench(), 0).publishBytes, 0);
+  EXPECT_EQ(work(broadcastBench(), 1).copyBytes, 3072);  // the root
+  EXPECT_EQ(work(broadcastBench(), 0).copyBytes, 3072);
+  EXPECT_EQ(work(broadcastBench(), 1).publishBytes, 0);
+  EXPECT_EQ(work(reduceScatterBench(), 2).publishBytes, 3072);  // reductions still publish
   EXPECT_EQ(work(reduceBench(), 1).copyBytes, 3072);  // the root gathers the slices
   EXPECT_EQ(work(reduceBench(), 2).copyBytes, 0);
   EXPECT_EQ(work(reduceBench(), 2).reduceBytes, 3072);
