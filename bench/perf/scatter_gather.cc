@@ -42,7 +42,8 @@ BenchInfo describe(const char* name, bool reduces) {
           "(n-1)/n", reduces, /*rooted=*/false, reduces ? reduceScatterCeiling : allGatherCeiling,
           reduces ? "reduce (n-1)/n S with the peers' inputs\n"
                     "  (+ publish (n-1)/n S, private buffers)"
-                  : "copy (n-1)/n S of the peers' inputs (private buffers too: single copy)"};
+                  : "copy (n-1)/n S of the peers' inputs (private buffers too: single copy;\n"
+                    "  out of place the own block's copy is not counted)"};
 }
 
 // --- reduce_scatter -----------------------------------------------------------------------------
