@@ -313,9 +313,10 @@ const std::vector<ParamDef>& paramTable() {
        "the calibration probe measured faster on this machine (plain where peers read dirty "
        "lines fast)"},
       {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|off",
-       "Single-copy all-gather and broadcast on one host: each rank reads (and a broadcast's "
-       "root writes) the peers' buffers in place with process_vm_readv/writev, where the kernel "
-       "allows it (checked at start-up); off = always copy through the shared segment"},
+       "Single copies on one host with process_vm_readv/writev, where the kernel allows it "
+       "(checked at start-up): all-gather and broadcast read (a broadcast's root also writes) "
+       "the peers' buffers in place, the all-reduce writes its reduced shards into the peers' "
+       "outputs; off = always copy through the shared segment"},
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "

@@ -8,7 +8,14 @@
 //     copy in → arrive → every rank reduces the whole chunk from all p slots in rank order into
 //     its own output (one synchronization, identical results);
 //   large chunks: copy in → arrive → rank i reduces shard i (n/p elements) across the p slots in
-//     place in its own slot → done → every rank copies the p reduced shards out.
+//     place in its own slot → done → every rank copies the p reduced shards out. Where the ranks
+//     may write each other's memory (ShmSegment::singleCopyMinBytes(), from 16 KiB; 64 KiB with
+//     more ranks than cores), rank i instead writes its reduced shard straight into every peer's
+//     receive buffer (process_vm_writev) → done: one copy of the shard where there were two.
+//     Measured on the 2-core Intel VM (braid-perf --ranks 2 --rounds 3, BRAID_SHM_CMA=off
+//     against auto, two runs each): out of place 256 KiB 29 µs against 38–44, 512 KiB 52
+//     against 65–74, 1 MiB 127 against 168–194, 2 MiB 305–309 against 352–374; in place equal
+//     at 256–512 KiB, 124–138 against 126–154 at 1 MiB, 258–265 against 292–303 at 2 MiB.
 // Messages over one half slot (4 MiB by default) take the pipelined schedule of hierarchical.cc,
 // which on one host is the large path above in pieces of the pipelining chunk (1 MiB) cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
@@ -93,6 +100,8 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   const size_t hi = small ? 0 : blockStart(count, p, me + 1);
   copyToShared(seg->half(me, h), src, lo * es);
   copyToShared(seg->half(me, h) + hi * es, src + hi * es, (count - hi) * es);
+  const bool pushOut = !small && bytes >= seg->singleCopyMinBytes();
+  if (pushOut) seg->setWindowRefs(g, 0, reinterpret_cast<uintptr_t>(recvbuf));
   seg->arrive(g, a.seq, a.fp);
   BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
   if (small) {
@@ -120,6 +129,18 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     mine = out;
   }
   if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, out, hi - lo, p);
+  if (pushOut) {
+    // The reduced shard straight into every peer's receive buffer (one copy instead of the
+    // publish and the peer's copy out), then a hand-off so that nobody returns before its
+    // buffer is whole.
+    for (int k = 1; k < p; ++k) {
+      const int i = (me + k) % p;
+      const uint64_t peerOut = seg->peerRef(i, g, false) + lo * es;
+      BRAID_RETURN_IF_ERROR(seg->writePeer(i, peerOut, out, (hi - lo) * es));
+    }
+    seg->markDone(g);
+    return seg->waitDone(g);
+  }
   copyToShared(seg->half(me, h) + lo * es, out, (hi - lo) * es);
   seg->markDone(g);
   BRAID_RETURN_IF_ERROR(seg->waitDone(g));
@@ -155,9 +176,11 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
            mem * (dn * f.segmentCopyUsPerByte(dn) + cpu * (L - 1) * dn * f.gammaUsPerByte);
   }
   // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
-  // reduced shards out ((L−1)/L).
+  // reduced shards out ((L−1)/L); with the single copy, no shard back: the own reduced shard
+  // goes straight into the L − 1 peers' outputs ((L−1)/L).
+  const double copies = bytes >= m.placement().singleCopyMinBytes ? 2.0 * (L - 1) / L : 2.0 - 1.0 / L;
   return 2 * f.syncUs +
-         mem * ((2.0 - 1.0 / L) * dn * f.copyUsPerByte + cpu * (L - 1) * dn / L * f.gammaUsPerByte);
+         mem * (copies * dn * f.copyUsPerByte + cpu * (L - 1) * dn / L * f.gammaUsPerByte);
 }
 
 }  // namespace allreduce_shm

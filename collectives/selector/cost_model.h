@@ -121,8 +121,9 @@ struct Placement {
   bool segment = false;  ///< an intra-host shared segment exists (shm transport)
   size_t segmentHalfBytes = 4u << 20;  ///< piece size of the segment algorithms
   /// One host whose ranks read each other's memory: from this many bytes (the broadcast's
-  /// message, the all-gather's block) the segment's all-gather and broadcast copy once
-  /// (ShmSegment::singleCopyMinBytes, agreed by all); ShmSegment::kNoSingleCopy: never.
+  /// message, the all-gather's block, the all-reduce's vector) the segment's all-gather and
+  /// broadcast copy once, and its all-reduce writes the reduced shards straight into the peers'
+  /// outputs (ShmSegment::singleCopyMinBytes, agreed by all); ShmSegment::kNoSingleCopy: never.
   size_t singleCopyMinBytes = ~size_t{0};
   size_t chunkBytes = 1u << 20;        ///< BRAID_CHUNK_BYTES (tree pipelining)
   /// Most ranks on one physical machine (emulated hosts, e.g. network namespaces, share its
