@@ -220,7 +220,7 @@ Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
     all = all && v != 2;
     crowded = crowded || v == 3;
   }
-  singleCopyMinBytes_ = !all ? kNoSingleCopy : crowded ? 64 * 1024 : 16 * 1024;
+  singleCopyMinBytes_ = !all ? kNoSingleCopy : crowded ? kSingleCopyMinBytesCrowded : kSingleCopyMinBytes;
   if (verdict == 2 && why != "BRAID_SHM_CMA=off") {
     BRAID_INFO("%s; all-gather and broadcast on this host copy through the shared segment "
                "instead (twice per byte)",

@@ -22,6 +22,10 @@
 namespace braid::detail {
 
 inline constexpr int kMaxLocalRanks = 64;
+/// ShmSegment::singleCopyMinBytes() where every rank has a core of its own, and where the
+/// machine's ranks outnumber its cores.
+inline constexpr size_t kSingleCopyMinBytes = 16 * 1024;
+inline constexpr size_t kSingleCopyMinBytesCrowded = 64 * 1024;
 /// The piece the pipelined schedules (broadcast, all-gather) move through one half at a time.
 /// Measured on the 2-core VM (2 ranks, all-gather of 1–64 MiB): 256 KiB as fast as 1 and 4 MiB
 /// pieces or faster (16 MiB: 1.27 ms against 1.64 and 1.56), 128 KiB 10–50% slower.

@@ -16,7 +16,9 @@
 //     against auto, two runs each): out of place 256 KiB 29 µs against 38–44, 512 KiB 52
 //     against 65–74, 1 MiB 127 against 168–194, 2 MiB 305–309 against 352–374; in place equal
 //     at 256–512 KiB, 124–138 against 126–154 at 1 MiB, 258–265 against 292–303 at 2 MiB.
-// Messages over one half slot (4 MiB by default) take the pipelined schedule of hierarchical.cc,
+// Messages over one half slot (4 MiB by default) take the single copy below (runSingleCopy) up to
+// 32 MiB where every rank has a core and may write the others' memory; otherwise (and beyond)
+// the pipelined schedule of hierarchical.cc,
 // which on one host is the large path above in pieces of the pipelining chunk (1 MiB) cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
 // scheduler parks holds the others up less. Measured on the 2-core VM (braid-perf -a
@@ -27,7 +29,9 @@
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
 //   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
 //   bandwidth term.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/selector/cost_model.h"
@@ -72,6 +76,54 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
   return endInSharedWindows(a);
 }
 
+// Single copy, any size (ShmSegment::singleCopy(), messages over one half slot): after one
+// hand-off that publishes every rank's buffer addresses, rank i alone touches elements
+// [lo_i, hi_i) of every rank's buffers: it reads them from the peers' inputs tile by tile
+// (process_vm_readv into a tile that stays in L2), folds them into its own output, and writes
+// each reduced tile into every peer's output (process_vm_writev); a last hand-off keeps every
+// buffer alive until all are written. No staging slot: no half-slot limit and no pipelining.
+// Taken where every rank has a core, up to kSingleCopyMaxBytes; the pipelined schedule of
+// hierarchical.cc otherwise. Measured on the 2-core Intel VM (braid-perf --ranks 2, two runs
+// each, against hierarchical): 8 MiB 1.23–1.25 ms against 1.71–2.26 out of place, 0.83–0.91
+// against 1.45–2.06 in place; 16 MiB 3.1–3.3 against 4.2–5.3, 1.7–1.8 against 3.3–3.4; 32 MiB
+// 9.9–10.9 against 8.7–12.3, 4.0–5.1 against 6.0–7.4; 128 MiB 45.7–47.9 against 37.0–42.9 out of
+// place (in place 27.5–30.0 against 33.7–36.7). With 4 ranks on the 2 cores it lost out of place
+// (8 MiB 6.0 ms against 5.2).
+constexpr size_t kSingleCopyTileBytes = 256 * 1024;
+constexpr size_t kSingleCopyMaxBytes = 32u << 20;
+
+Status runSingleCopy(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count) {
+  ShmSegment* seg = a.shm;
+  const int p = seg->localSize();
+  const int me = seg->localIndex();
+  const size_t es = a.elemSize;
+  SingleCopyCall c;
+  BRAID_RETURN_IF_ERROR(beginSingleCopy(a, sendbuf, recvbuf, &c));
+  const size_t lo = blockStart(count, p, me);
+  const size_t hi = blockStart(count, p, me + 1);
+  const size_t tileCount = std::max<size_t>(1, kSingleCopyTileBytes / es);
+  std::vector<uint8_t> tile(std::min(hi - lo, tileCount) * es);
+  const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
+  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
+  for (size_t first = lo; first < hi; first += tileCount) {
+    const size_t n = std::min(tileCount, hi - first);
+    const size_t off = first * es;
+    const uint8_t* mine = src + off;
+    for (int k = 1; k < p; ++k) {
+      const int i = (me + k) % p;
+      BRAID_RETURN_IF_ERROR(seg->readPeer(i, tile.data(), c.send[i] + off, n * es));
+      a.reduce(dst + off, mine, tile.data(), n);
+      mine = dst + off;
+    }
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst + off, n, p);
+    for (int k = 1; k < p; ++k) {
+      const int i = (me + k) % p;
+      BRAID_RETURN_IF_ERROR(seg->writePeer(i, c.recv[i] + off, dst + off, n * es));
+    }
+  }
+  return endInSharedWindows(a);
+}
+
 }  // namespace
 
 namespace allreduce_shm {
@@ -83,7 +135,12 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, count);
-  if (bytes > seg->halfBytes()) return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
+  if (bytes > seg->halfBytes()) {
+    if (seg->singleCopyMinBytes() == kSingleCopyMinBytes && bytes <= kSingleCopyMaxBytes) {
+      return runSingleCopy(a, sendbuf, recvbuf, count);
+    }
+    return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
+  }
   // One chunk (at most a half slot). count == 0 still synchronizes once, so that a mismatch
   // (0 vs n) is detected.
   const int p = seg->localSize();
