@@ -33,8 +33,7 @@ struct ShmSegment::Header {
   alignas(kLine) std::atomic<uint64_t> abortWord;  // 0, or (code << 32) | (origin rank + 1)
   alignas(kLine) std::atomic<int32_t> pids[kMaxLocalRanks];
   // Where each rank mapped this segment (0 until it did), and what its single-copy probe found
-  // (agreeSingleCopy: 0 not yet, 1 it reads every peer's memory, 3 the same on a machine with
-  // more ranks than cores, 2 it cannot or must not).
+  // (agreeSingleCopy's Verdict; 0 not yet).
   alignas(kLine) std::atomic<uint64_t> bases[kMaxLocalRanks];
   alignas(kLine) std::atomic<int32_t> singleCopy[kMaxLocalRanks];
 };
@@ -171,59 +170,64 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
   return seg;
 }
 
+namespace {
+// What a rank publishes in Header::singleCopy (0: not yet).
+enum Verdict : int32_t { kReadsAll = 1, kCannot = 2, kReadsAllCrowded = 3 };
+
+// Waits until `word` is nonzero (returned), or fails with a timeout saying `what`.
+template <typename T>
+Result<T> awaitNonZero(const std::atomic<T>& word, const Deadline& deadline,
+                       const std::string& what) {
+  Backoff backoff;
+  for (;;) {
+    const T v = word.load(std::memory_order_acquire);
+    if (v != 0) return v;
+    if (deadline.expired()) return timeoutError(what);
+    backoff.pause();
+  }
+}
+}  // namespace
+
 Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
   const int n = localSize();
-  int32_t verdict = oversubscribed_ ? 3 : 1;
+  const bool off = paramString("BRAID_SHM_CMA") == "off";
+  int32_t verdict = off ? kCannot : oversubscribed_ ? kReadsAllCrowded : kReadsAll;
   std::string why;
-  if (paramString("BRAID_SHM_CMA") == "off") {
-    verdict = 2;
-    why = "BRAID_SHM_CMA=off";
-  }
   // Read every peer's copy of the job's secret where that peer mapped the segment: it proves
   // both the permission and that pids[] names the processes that map this segment (a rank in
   // another pid namespace would name some other process, or none).
-  for (int i = 0; i < n && verdict != 2; ++i) {
+  for (int i = 0; i < n && verdict != kCannot; ++i) {
     if (i == me_) continue;
-    Backoff backoff;
-    while (header_->bases[i].load(std::memory_order_acquire) == 0) {
-      if (deadline.expired()) {
-        return timeoutError("rank " + std::to_string(localRanks_[i]) +
-                            " did not map the intra-host segment " + name_);
-      }
-      backoff.pause();
-    }
+    BRAID_ASSIGN_OR_RETURN(uint64_t base,
+                           awaitNonZero(header_->bases[i], deadline,
+                                        "rank " + std::to_string(localRanks_[i]) +
+                                            " did not map the intra-host segment " + name_));
     uint64_t secret = 0;
     Status s = readProcessMemory(header_->pids[i].load(std::memory_order_acquire), &secret,
-                                 header_->bases[i].load(std::memory_order_acquire) +
-                                     offsetof(Header, secret),
-                                 sizeof(secret), "the single-copy probe");
+                                 base + offsetof(Header, secret), sizeof(secret),
+                                 "the single-copy probe");
     if (!s.isOk() || secret != header_->secret) {
-      verdict = 2;
+      verdict = kCannot;
       why = "rank " + std::to_string(localRanks_[me_]) + " cannot read rank " +
             std::to_string(localRanks_[i]) + "'s memory: " +
             (s.isOk() ? std::string("another process answers at its pid") : s.message());
     }
   }
   header_->singleCopy[me_].store(verdict, std::memory_order_release);
-  bool all = verdict != 2;
+  bool all = true;
   bool crowded = false;  // any rank's view, so that every rank takes the same threshold
   for (int i = 0; i < n; ++i) {
-    Backoff backoff;
-    int32_t v = 0;
-    while ((v = header_->singleCopy[i].load(std::memory_order_acquire)) == 0) {
-      if (deadline.expired()) {
-        return timeoutError("rank " + std::to_string(localRanks_[i]) +
-                            " did not finish the intra-host segment's set-up");
-      }
-      backoff.pause();
-    }
-    all = all && v != 2;
-    crowded = crowded || v == 3;
+    BRAID_ASSIGN_OR_RETURN(int32_t v,
+                           awaitNonZero(header_->singleCopy[i], deadline,
+                                        "rank " + std::to_string(localRanks_[i]) +
+                                            " did not finish the intra-host segment's set-up"));
+    all = all && v != kCannot;
+    crowded = crowded || v == kReadsAllCrowded;
   }
   singleCopyMinBytes_ = !all ? kNoSingleCopy : crowded ? kSingleCopyMinBytesCrowded : kSingleCopyMinBytes;
-  if (verdict == 2 && why != "BRAID_SHM_CMA=off") {
-    BRAID_INFO("%s; all-gather and broadcast on this host copy through the shared segment "
-               "instead (twice per byte)",
+  if (!why.empty()) {
+    BRAID_INFO("%s; the all-reduce, all-gather and broadcast on this host copy through the "
+               "shared segment instead",
                why.c_str());
   }
   return Status::ok();

@@ -31,7 +31,6 @@
 //   bandwidth term.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/selector/cost_model.h"
@@ -102,7 +101,7 @@ Status runSingleCopy(const CollArgs& a, const void* sendbuf, void* recvbuf, size
   const size_t lo = blockStart(count, p, me);
   const size_t hi = blockStart(count, p, me + 1);
   const size_t tileCount = std::max<size_t>(1, kSingleCopyTileBytes / es);
-  std::vector<uint8_t> tile(std::min(hi - lo, tileCount) * es);
+  uint8_t* tile = a.scratch->get(std::min(hi - lo, tileCount) * es);
   const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
   uint8_t* dst = static_cast<uint8_t*>(recvbuf);
   for (size_t first = lo; first < hi; first += tileCount) {
@@ -111,8 +110,8 @@ Status runSingleCopy(const CollArgs& a, const void* sendbuf, void* recvbuf, size
     const uint8_t* mine = src + off;
     for (int k = 1; k < p; ++k) {
       const int i = (me + k) % p;
-      BRAID_RETURN_IF_ERROR(seg->readPeer(i, tile.data(), c.send[i] + off, n * es));
-      a.reduce(dst + off, mine, tile.data(), n);
+      BRAID_RETURN_IF_ERROR(seg->readPeer(i, tile, c.send[i] + off, n * es));
+      a.reduce(dst + off, mine, tile, n);
       mine = dst + off;
     }
     if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst + off, n, p);
