@@ -10,6 +10,7 @@
 set -uo pipefail
 perf=$1
 info=$2
+ports_py="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)/ports.py"
 work=$(mktemp -d /tmp/braid-launchers-XXXXXX)
 pids=()
 cleanup() {
@@ -33,9 +34,10 @@ fail() {
   failed=1
 }
 
-# A port nothing listens on now (the kernel's choice).
+# A port nothing listens on now, below the kernel's ephemeral range (tests/python/ports.py: a
+# port from that range can become another test's outgoing connection before it is bound).
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 "$ports_py" 2
 }
 # A SLURM_JOB_ID whose derived store port (20000 + id % 9000) is free on IPv4 and IPv6.
 free_slurm_job_id() {

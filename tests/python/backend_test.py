@@ -16,21 +16,16 @@ Exit 77 (skip) without torch or the braid module.
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import shutil
 import tempfile
 import time
 
+from ports import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "backend_worker.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env():
@@ -76,7 +71,7 @@ def torchrun(suite, world, extra):
 def store(kind, world):
     if kind == "hash":
         return run([sys.executable, WORKER, "--suite", "hash"], 120, 1, "HashStore, one rank")
-    port = free_port()
+    port = free_port(3)
     tmp = tempfile.mkdtemp(prefix="braid-store-")
     procs = []
     for r in range(world):
@@ -131,7 +126,7 @@ except RuntimeError as e:
 
 
 def killed(world):
-    port = free_port()
+    port = free_port(3)
     procs = []
     t0 = time.monotonic()
     for r in range(world):

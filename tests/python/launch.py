@@ -9,7 +9,6 @@ cannot be imported.
 
 import importlib
 import os
-import socket
 import shutil
 import signal
 import sys
@@ -17,13 +16,9 @@ import tempfile
 import time
 import traceback
 
+from ports import free_port
+
 SKIP = 77
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _entry(index, module, world, port, args, env):
@@ -57,7 +52,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="braid-pytest-")
     env = {"BRAID_TIMEOUT_MS": os.environ.get("BRAID_TIMEOUT_MS", "20000"),
            "OMP_NUM_THREADS": "1", "BRAID_TEST_TMP": tmp}
-    ctx = mp.start_processes(_entry, args=(module, world, free_port(), args, env),
+    ctx = mp.start_processes(_entry, args=(module, world, free_port(3), args, env),
                              nprocs=world, join=False, start_method="spawn")
     failed = []
     deadline = time.monotonic() + float(os.environ.get("BRAID_TEST_LIMIT_S", "100"))

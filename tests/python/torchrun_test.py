@@ -11,27 +11,12 @@ Exit 77 (skip) without torch/torchrun or the braid module.
 """
 
 import os
-import socket
 import subprocess
 import sys
 
+from ports import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port_pair():
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= 65535:
-            continue
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no two adjacent free ports")
 
 
 def main():
@@ -49,13 +34,13 @@ def main():
               "--redirects", "1", "--tee", "1", "--monitor_interval", "1"]
     runs = {
         "static": common + ["--nnodes", "1", "--master_addr", "127.0.0.1", "--master_port",
-                            str(free_port_pair())],
+                            str(free_port(2))],
         "standalone": common + ["--standalone"],
     }
     env = dict(os.environ, OMP_NUM_THREADS="1",
                BRAID_TIMEOUT_MS=os.environ.get("BRAID_TIMEOUT_MS", "20000"))
     env.pop("BRAID_STORE_PORT", None)
-    envs = {"static": env, "standalone": dict(env, BRAID_STORE_PORT=str(free_port_pair()))}
+    envs = {"static": env, "standalone": dict(env, BRAID_STORE_PORT=str(free_port(2)))}
     # Both launches at once (each is mostly waiting in torchrun's rendezvous and imports).
     procs = {}
     for name, cmd in runs.items():
