@@ -542,6 +542,15 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
   double syncUs = -1, segCopy = -1, segCopySmall = -1;
   bool streamShared = true;
   if (ctx.segment != nullptr) {
+    // Every rank waits (asleep in the store) until the pairs are done before it enters the
+    // segment's probe, where it would wait for its peers by yielding: with 8 ranks on 2 cores
+    // the six yielding ranks took the cores from the pair often enough that its α changed by
+    // more than 2x between the rounds every time, so no 8-rank model was ever cached.
+    for (const auto& [pair, key] : {std::make_pair(intra, "intra"), std::make_pair(inter, "inter")}) {
+      if (pair.first >= 0) {
+        BRAID_RETURN_IF_ERROR(ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline).status());
+      }
+    }
     BRAID_RETURN_IF_ERROR(
         probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall, &streamShared)
             .withContext("calibration probe of the intra-host segment"));
