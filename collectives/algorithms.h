@@ -36,6 +36,13 @@ class Scratch {
 };
 
 /// Everything an algorithm needs for one call.
+/// Which single copies the shm all-reduce takes (selector/cost_model.h,
+/// shmAllReduceSingleCopy, says when each pays).
+struct ShmSingleCopy {
+  bool push = true;   ///< up to a half slot: reduced shards written into the peers' outputs
+  bool tiled = true;  ///< over a half slot: the whole all-reduce by single copies
+};
+
 struct CollArgs {
   P2p* p2p = nullptr;
   ShmSegment* shm = nullptr;  ///< set when every rank is on this host
@@ -62,6 +69,9 @@ struct CollArgs {
   /// host's shared segment whenever this host has one (shm above is set only on a single host).
   const std::vector<int>* hostOf = nullptr;
   ShmSegment* hostShm = nullptr;
+  /// The single copies the shm all-reduce may take (shmAllReduceSingleCopy: from the model,
+  /// the same on every rank).
+  ShmSingleCopy shmSingleCopy;
   /// The row the dispatcher ran (set as it runs it; BRAID_TRACE_FILE's events name it).
   mutable const char* ran = nullptr;
   /// The selector's predicted µs for that row and size (-1: none), for closed-loop tuning.

@@ -107,6 +107,11 @@ void Communicator::Impl::installSelector(std::shared_ptr<detail::Selector> selec
   const std::string stream = paramString("BRAID_SHM_STREAM");
   setStreamToShared(stream == "on" ||
                     (stream != "off" && selector->costModel().model().streamShared));
+  if (segment_) {
+    shmSingleCopy_ = detail::shmAllReduceSingleCopy(
+        selector->costModel().model(), segment_->localSize(), !segment_->singleCopyUncrowded(),
+        segment_->singleCopyForced());
+  }
   {
     std::lock_guard<std::mutex> lock(selectorMu_);
     selector_ = std::move(selector);

@@ -174,6 +174,8 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::create(const std::string& name, 
 namespace {
 // What a rank publishes in Header::singleCopy (0: not yet).
 enum Verdict : int32_t { kReadsAll = 1, kCannot = 2, kReadsAllCrowded = 3 };
+// Or'ed into a verdict by a rank with BRAID_SHM_CMA=on.
+constexpr int32_t kForcedBit = 8;
 
 // Waits until `word` is nonzero (returned), or fails with a timeout saying `what`.
 template <typename T>
@@ -191,8 +193,8 @@ Result<T> awaitNonZero(const std::atomic<T>& word, const Deadline& deadline,
 
 Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
   const int n = localSize();
-  const bool off = paramString("BRAID_SHM_CMA") == "off";
-  int32_t verdict = off ? kCannot : oversubscribed_ ? kReadsAllCrowded : kReadsAll;
+  const std::string mode = paramString("BRAID_SHM_CMA");
+  int32_t verdict = mode == "off" ? kCannot : oversubscribed_ ? kReadsAllCrowded : kReadsAll;
   std::string why;
   // Read every peer's copy of the job's secret where that peer mapped the segment: it proves
   // both the permission and that pids[] names the processes that map this segment (a rank in
@@ -214,18 +216,23 @@ Status ShmSegment::agreeSingleCopy(const Deadline& deadline) {
             (s.isOk() ? std::string("another process answers at its pid") : s.message());
     }
   }
-  header_->singleCopy[me_].store(verdict, std::memory_order_release);
+  header_->singleCopy[me_].store(verdict | (mode == "on" ? kForcedBit : 0),
+                                 std::memory_order_release);
   bool all = true;
   bool crowded = false;  // any rank's view, so that every rank takes the same threshold
+  bool forced = true;    // every rank's
   for (int i = 0; i < n; ++i) {
     BRAID_ASSIGN_OR_RETURN(int32_t v,
                            awaitNonZero(header_->singleCopy[i], deadline,
                                         "rank " + std::to_string(localRanks_[i]) +
                                             " did not finish the intra-host segment's set-up"));
+    forced = forced && (v & kForcedBit) != 0;
+    v &= ~kForcedBit;
     all = all && v != kCannot;
     crowded = crowded || v == kReadsAllCrowded;
   }
   singleCopyMinBytes_ = !all ? kNoSingleCopy : crowded ? kSingleCopyMinBytesCrowded : kSingleCopyMinBytes;
+  singleCopyForced_ = all && forced;
   if (!why.empty()) {
     BRAID_INFO("%s; the all-reduce, all-gather and broadcast on this host copy through the "
                "shared segment instead",

@@ -75,6 +75,12 @@ class ShmSegment {
   /// wins up to 32 KiB (all-gather of 4 KiB blocks 11.6 µs against 4.6; 64 KiB broadcast 14.7
   /// against 17.8).
   size_t singleCopyMinBytes() const { return singleCopyMinBytes_; }
+  /// Single copies, and every local rank has a core of its own in every rank's view (agreed, as
+  /// singleCopyMinBytes is): where the all-reduce may take its single copies.
+  bool singleCopyUncrowded() const { return singleCopyMinBytes_ == kSingleCopyMinBytes; }
+  /// Every local rank set BRAID_SHM_CMA=on (and singleCopy()): the all-reduce's single copies
+  /// run wherever they can, whatever the calibration measured.
+  bool singleCopyForced() const { return singleCopyForced_; }
   static constexpr size_t kNoSingleCopy = ~size_t{0};
   /// Copies bytes at address `remote` in local rank i's process to dst (singleCopy() only);
   /// errors name both ranks.
@@ -190,6 +196,7 @@ class ShmSegment {
   int64_t timeoutMs_ = 0;
   bool oversubscribed_ = false;
   size_t singleCopyMinBytes_ = kNoSingleCopy;
+  bool singleCopyForced_ = false;
   uint64_t spinNs_ = 0;  // BRAID_SHM_SPIN_US: spinning before a futex sleep (cores to spare)
   bool unlinked_ = false;
 };

@@ -312,11 +312,13 @@ const std::vector<ParamDef>& paramTable() {
        "stores (to memory, not left dirty in this core's cache), off = plain stores, auto = what "
        "the calibration probe measured faster on this machine (plain where peers read dirty "
        "lines fast)"},
-      {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|off",
+      {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|on|off",
        "Single copies on one host with process_vm_readv/writev, where the kernel allows it "
        "(checked at start-up): all-gather and broadcast read (a broadcast's root also writes) "
        "the peers' buffers in place, the all-reduce writes its reduced shards into the peers' "
-       "outputs; off = always copy through the shared segment"},
+       "outputs; auto = the all-reduce's single copies only where the calibration measured them "
+       "quick enough against copies through the segment, on = wherever they can run, off = "
+       "always copy through the shared segment"},
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "

@@ -9,9 +9,11 @@
 //     its own output (one synchronization, identical results);
 //   large chunks: copy in → arrive → rank i reduces shard i (n/p elements) across the p slots in
 //     place in its own slot → done → every rank copies the p reduced shards out. Where the ranks
-//     may write each other's memory (ShmSegment::singleCopyMinBytes(), from 16 KiB; 64 KiB with
-//     more ranks than cores), rank i instead writes its reduced shard straight into every peer's
-//     receive buffer (process_vm_writev) → done: one copy of the shard where there were two.
+//     may write each other's memory (ShmSegment::singleCopyMinBytes(), from 16 KiB), every rank
+//     has a core, and the calibrated single copy is quick enough against a copy through the
+//     segment (a.shmSingleCopy.push: selector/cost_model.h), rank i instead writes its reduced
+//     shard straight into every peer's receive buffer (process_vm_writev) → done: one copy of
+//     the shard where there were two.
 //     Measured on the 2-core Intel VM (braid-perf --ranks 2 --rounds 3, BRAID_SHM_CMA=off
 //     against auto, two runs each): out of place 256 KiB 29 µs against 38–44, 512 KiB 52
 //     against 65–74, 1 MiB 127 against 168–194, 2 MiB 305–309 against 352–374; in place equal
@@ -81,7 +83,8 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
 // (process_vm_readv into a tile that stays in L2), folds them into its own output, and writes
 // each reduced tile into every peer's output (process_vm_writev); a last hand-off keeps every
 // buffer alive until all are written. No staging slot: no half-slot limit and no pipelining.
-// Taken where every rank has a core, up to kSingleCopyMaxBytes; the pipelined schedule of
+// Taken where every rank has a core, up to kSingleCopyMaxBytes, when the calibrated single copy
+// is quick enough (a.shmSingleCopy.tiled: selector/cost_model.h); the pipelined schedule of
 // hierarchical.cc otherwise. Measured on the 2-core Intel VM (braid-perf --ranks 2, two runs
 // each, against hierarchical): 8 MiB 1.23–1.25 ms against 1.71–2.26 out of place, 0.83–0.91
 // against 1.45–2.06 in place; 16 MiB 3.1–3.3 against 4.2–5.3, 1.7–1.8 against 3.3–3.4; 32 MiB
@@ -135,7 +138,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   const size_t bytes = count * a.elemSize;
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, count);
   if (bytes > seg->halfBytes()) {
-    if (seg->singleCopyMinBytes() == kSingleCopyMinBytes && bytes <= kSingleCopyMaxBytes) {
+    if (seg->singleCopyUncrowded() && a.shmSingleCopy.tiled && bytes <= kSingleCopyMaxBytes) {
       return runSingleCopy(a, sendbuf, recvbuf, count);
     }
     return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
@@ -156,7 +159,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   const size_t hi = small ? 0 : blockStart(count, p, me + 1);
   copyToShared(seg->half(me, h), src, lo * es);
   copyToShared(seg->half(me, h) + hi * es, src + hi * es, (count - hi) * es);
-  const bool pushOut = !small && bytes >= seg->singleCopyMinBytes();
+  const bool pushOut = !small && a.shmSingleCopy.push && bytes >= seg->singleCopyMinBytes();
   if (pushOut) seg->setWindowRefs(g, 0, reinterpret_cast<uintptr_t>(recvbuf));
   seg->arrive(g, a.seq, a.fp);
   BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
@@ -234,7 +237,9 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
   // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
   // reduced shards out ((L−1)/L); with the single copy, no shard back: the own reduced shard
   // goes straight into the L − 1 peers' outputs ((L−1)/L).
-  const double copies = bytes >= m.placement().singleCopyMinBytes ? 2.0 * (L - 1) / L : 2.0 - 1.0 / L;
+  const bool push = bytes >= m.placement().singleCopyMinBytes &&
+                    shmAllReduceSingleCopy(f, L, m.crowded(), false).push;
+  const double copies = push ? 2.0 * (L - 1) / L : 2.0 - 1.0 / L;
   return 2 * f.syncUs +
          mem * (copies * dn * f.copyUsPerByte + cpu * (L - 1) * dn / L * f.gammaUsPerByte);
 }

@@ -245,7 +245,8 @@ Status probeLink(P2p& net, bool initiator, int peer, size_t mid, size_t large, i
 // run): empty ones for the synchronization cost, then ones that publish `bytes` into the own slot
 // (streamed, as copyToShared does) and read a peer's slot back, for the copy cost per byte.
 Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
-                    double* copyUsPerByte, double* copySmallUsPerByte, bool* streamShared) {
+                    double* copyUsPerByte, double* copySmallUsPerByte, bool* streamShared,
+                    double* cmaUsPerByte) {
   Fingerprint fp;
   fp.collective = Collective::kBarrier;
   fp.type = DataType::kUint8;
@@ -334,6 +335,37 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   *copySmallUsPerByte =
       small > 0 ? std::max(0.0, cs[cs.size() / 4] - *syncUs) / (2.0 * static_cast<double>(small))
                 : 0;
+  // The single copy where the kernel allows it: each rank reads its neighbour's private buffer
+  // of the probe's size (process_vm_readv) with the same two hand-offs as a round above, all at
+  // once, as the all-reduce's single copies run; two untimed rounds (the landing buffer's first
+  // touch), then the lower quartile of eight.
+  *cmaUsPerByte = 0;
+  if (seg.singleCopy() && bytes > 0) {
+    std::vector<uint8_t> landing(bytes);
+    auto cmaRound = [&](double* out) -> Status {
+      const double t0 = nowUs();
+      const uint64_t g = seg.nextGeneration();
+      seg.setWindowRefs(g, reinterpret_cast<uintptr_t>(local.data()), 0);
+      seg.arrive(g, 0, fp);
+      BRAID_RETURN_IF_ERROR(seg.waitArrived(g, false));
+      BRAID_RETURN_IF_ERROR(seg.readPeer(peer, landing.data(), seg.peerRef(peer, g, true), bytes));
+      seg.markDone(g);
+      BRAID_RETURN_IF_ERROR(seg.waitDone(g));
+      *out = nowUs() - t0;
+      return Status::ok();
+    };
+    std::vector<double> c(8);
+    for (int warm = 0; warm < 2; ++warm) BRAID_RETURN_IF_ERROR(cmaRound(&us));
+    for (double& x : c) BRAID_RETURN_IF_ERROR(cmaRound(&x));
+    const double cmaUs = lowerQuartile(c);
+    *cmaUsPerByte = std::max(0.0, cmaUs - *syncUs) / static_cast<double>(bytes);
+    if (seg.localIndex() == 0) {
+      BRAID_INFO("calibration: a single copy (process_vm_readv) of %zu KiB: %.1f us, %.2f GB/s; "
+                 "through the segment %.2f GB/s a copy", bytes >> 10, cmaUs,
+                 *cmaUsPerByte > 0 ? 1e-3 / *cmaUsPerByte : 0.0,
+                 *copyUsPerByte > 0 ? 1e-3 / *copyUsPerByte : 0.0);
+    }
+  }
   return Status::ok();
 }
 
@@ -347,7 +379,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v10: the kind of stores for copies into shared memory (stream_shared), and the segment copy
+  // v11: the single copy's rate (cma_us_per_byte; v10 caches lack it, and the all-reduce would
+  // take single copies that this machine runs slower); v10: the kind of stores for copies into shared memory (stream_shared), and the segment copy
   // rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
   // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
   // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
@@ -356,7 +389,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   // 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
   // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
   // median). Caches of older probes are ignored.
-  std::string s = "v10 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  std::string s = "v11 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");
@@ -539,7 +572,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     BRAID_RETURN_IF_ERROR(runPair(intra, 256u << 10, 2u << 20, 8, outOfCache, "intra"));
   }
   if (inter.first >= 0) BRAID_RETURN_IF_ERROR(runPair(inter, 1u << 20, 3u << 20, 4, 0, "inter"));
-  double syncUs = -1, segCopy = -1, segCopySmall = -1;
+  double syncUs = -1, segCopy = -1, segCopySmall = -1, segCma = 0;
   bool streamShared = true;
   if (ctx.segment != nullptr) {
     // Every rank waits (asleep in the store) until the pairs are done before it enters the
@@ -552,7 +585,8 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
       }
     }
     BRAID_RETURN_IF_ERROR(
-        probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall, &streamShared)
+        probeSegment(*ctx.segment, 200, 2u << 20, &syncUs, &segCopy, &segCopySmall, &streamShared,
+                     &segCma)
             .withContext("calibration probe of the intra-host segment"));
   }
 
@@ -590,6 +624,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     if (segCopy > 0) m.copyUsPerByte = segCopy;  // what the segment algorithms really copy at
     if (segCopySmall > 0) m.copySmallUsPerByte = segCopySmall;
     m.streamShared = streamShared;
+    m.cmaUsPerByte = segCma;
     // An unsteady probe is used by this job only: cached, it would mislead every later job.
     if (!cachePath.empty() && !steady) {
       BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "

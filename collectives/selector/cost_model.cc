@@ -51,14 +51,15 @@ std::string FabricModel::serialize() const {
                 "intra_alpha_one_way_us=%.6g inter_alpha_one_way_us=%.6g "
                 "intra_beta_small_us_per_byte=%.6g intra_beta_sym_small_us_per_byte=%.6g "
                 "inter_beta_small_us_per_byte=%.6g inter_beta_sym_small_us_per_byte=%.6g "
-                "copy_small_us_per_byte=%.6g copy_alone_us_per_byte=%.6g stream_shared=%d",
+                "copy_small_us_per_byte=%.6g copy_alone_us_per_byte=%.6g stream_shared=%d "
+                "cma_us_per_byte=%.6g",
                 intra.alphaUs, intra.betaUsPerByte, intra.sym(), intra.symLarge(), inter.alphaUs,
                 inter.betaUsPerByte, inter.sym(), inter.symLarge(), gammaUsPerByte, copyUsPerByte,
                 syncUs, coresPerHost, llcBytes, intra.betaMidUsPerByte, intra.betaSymMidUsPerByte,
                 inter.betaMidUsPerByte, inter.betaSymMidUsPerByte, callUs, intra.alphaOneWayUs,
                 inter.alphaOneWayUs, intra.betaSmallUsPerByte, intra.betaSymSmallUsPerByte,
                 inter.betaSmallUsPerByte, inter.betaSymSmallUsPerByte, copySmallUsPerByte,
-                copyAloneUsPerByte, streamShared ? 1 : 0);
+                copyAloneUsPerByte, streamShared ? 1 : 0, cmaUsPerByte);
   return buf;
 }
 
@@ -111,6 +112,7 @@ Result<FabricModel> FabricModel::parse(const std::string& text) {
     else if (key == "inter_beta_sym_small_us_per_byte") m.inter.betaSymSmallUsPerByte = v;
     else if (key == "copy_small_us_per_byte") m.copySmallUsPerByte = v;
     else if (key == "copy_alone_us_per_byte") m.copyAloneUsPerByte = v;
+    else if (key == "cma_us_per_byte") m.cmaUsPerByte = v;
     else if (key == "stream_shared") {
       if (v != 0 && v != 1) {
         return invalidArgument("fabric model: stream_shared in '" + item + "' is not 0 or 1");
@@ -147,14 +149,15 @@ std::string FabricModel::describe() const {
                   gbps(mid(l.betaSymSmallUsPerByte, symMid)), gbps(l.symLarge()));
     return std::string(b);
   };
-  char buf[384];
+  char buf[448];
   std::snprintf(buf, sizeof(buf),
                 "; γ %.2f GB/s; copy %.2f GB/s (8 KiB %.2f; one core alone %.2f; %s stores); "
-                "sync %.2f us; call %.2f us; %d cores/host; LLC %.0f MiB; from %s",
+                "single copy %.2f GB/s; sync %.2f us; call %.2f us; %d cores/host; LLC %.0f MiB; "
+                "from %s",
                 gbps(gammaUsPerByte), gbps(copyUsPerByte),
                 gbps(copySmallUsPerByte > 0 ? copySmallUsPerByte : copyUsPerByte),
                 gbps(copyAloneUsPerByte > 0 ? copyAloneUsPerByte : copyUsPerByte),
-                streamShared ? "non-temporal" : "plain", syncUs, callUs,
+                streamShared ? "non-temporal" : "plain", gbps(cmaUsPerByte), syncUs, callUs,
                 coresPerHost, llcBytes / (1 << 20), source.c_str());
   return "intra " + link(intra) + "; inter " + link(inter) + buf;
 }
@@ -235,6 +238,19 @@ CostModel::CostModel(const FabricModel& model, const Placement& placement)
 // their turns); with more active ranks, α stretches by their share.
 double CostModel::stepAlpha(double alphaUs, double cpu) const {
   return crowded() ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
+}
+
+ShmSingleCopy shmAllReduceSingleCopy(const FabricModel& m, int localRanks, bool crowded,
+                                     bool force) {
+  ShmSingleCopy s;
+  if (force || m.cmaUsPerByte <= 0 || localRanks < 2) {
+    s.push = force || !crowded;
+    return s;
+  }
+  const double L = localRanks;
+  s.push = !crowded && m.cmaUsPerByte * (L - 1) / L < m.copyUsPerByte;
+  s.tiled = m.cmaUsPerByte * 2 * (L - 1) < m.copyUsPerByte * (2 * L - 1);
+  return s;
 }
 
 bool CostModel::crowded() const {

@@ -77,6 +77,12 @@ struct FabricModel {
   /// in; 0 = copyUsPerByte (which has every local rank copying at once).
   double copyAloneUsPerByte = 0;
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
+  /// µs per byte of a single copy from a peer's private buffer (process_vm_readv, 2 MiB, every
+  /// local rank reading at once); 0 = not measured (no single copy here, or the default model).
+  /// Beside copyUsPerByte it decides where the shm all-reduce's single copies pay
+  /// (shmAllReduceSingleCopy): on the 2-core EPYC VMs it is 2-3x slower than a copy through the
+  /// segment, on the Intel VM 0.7-0.8x as fast.
+  double cmaUsPerByte = 0;
   /// Copies into the segment with non-temporal stores (core/copy.h), or plain ones where the
   /// probe measured those faster (the peers read lines dirty in the writer's cache quickly).
   bool streamShared = true;
@@ -102,6 +108,22 @@ struct FabricModel {
   /// One line for logs: "intra α 1.2 µs β 5.1 GB/s, inter ..., γ ..., from probe".
   std::string describe() const;
 };
+
+/// Which single copies the shm all-reduce takes on L local ranks (allreduce/shm.cc), from the
+/// model, so that every rank decides alike:
+///   push:  up to one half slot, each rank writes its reduced shard into the L − 1 peers'
+///          outputs ((L−1)/L·S by single copy in place of S of segment copies, its publish and
+///          the peers' copy out): where cma·(L−1)/L < copy, and the ranks do not outnumber the
+///          cores (4 ranks on 2 cores, EPYC VM: 1 MiB in 330-358 us against 213-263 through
+///          the segment);
+///   tiled: over one half slot, the whole all-reduce by single copies (2(L−1)/L·S in place of
+///          the pipelined schedule's (2L−1)/L·S of copies): where cma·2(L−1) < copy·(2L−1)
+///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
+///          4.2-5.3).
+/// An unmeasured CMA rate (0) keeps both (push only uncrowded); `force` (BRAID_SHM_CMA=on)
+/// takes them wherever they can run. The tiled one never runs crowded (allreduce/shm.cc).
+ShmSingleCopy shmAllReduceSingleCopy(const FabricModel& m, int localRanks, bool crowded,
+                                     bool force);
 
 /// The selector's collectives are the public ones (braid::Collective); BRAID_ALGO and tuning
 /// files choose for the first kSelectableCollectives of them (not the barrier).

@@ -53,7 +53,7 @@ const Expected kExpected[] = {
     {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", ""},
     {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", ""},
     {"BRAID_SHM_STREAM", ParamType::kEnum, "auto", "auto|on|off"},
-    {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|off"},
+    {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|on|off"},
     {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", ""},
     {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", ""},
     {"BRAID_FIRST_BUCKET_CAP_MB", ParamType::kInt, "1", ""},
