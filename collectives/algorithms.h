@@ -35,7 +35,6 @@ class Scratch {
   std::vector<uint8_t> buf_;
 };
 
-/// Everything an algorithm needs for one call.
 /// Which single copies the shm all-reduce takes (selector/cost_model.h,
 /// shmAllReduceSingleCopy, says when each pays).
 struct ShmSingleCopy {
@@ -43,6 +42,7 @@ struct ShmSingleCopy {
   bool tiled = true;  ///< over a half slot: the whole all-reduce by single copies
 };
 
+/// Everything an algorithm needs for one call.
 struct CollArgs {
   P2p* p2p = nullptr;
   ShmSegment* shm = nullptr;  ///< set when every rank is on this host

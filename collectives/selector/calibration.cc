@@ -380,8 +380,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
   // v11: the single copy's rate (cma_us_per_byte; v10 caches lack it, and the all-reduce would
-  // take single copies that this machine runs slower); v10: the kind of stores for copies into shared memory (stream_shared), and the segment copy
-  // rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
+  // take single copies that this machine runs slower); v10: the kind of stores for copies into
+  // shared memory (stream_shared), and the segment copy rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
   // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
   // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
   // which could catch the rounds out of step); v7: α and one-way α from the 10th percentile of

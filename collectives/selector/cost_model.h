@@ -80,8 +80,8 @@ struct FabricModel {
   /// µs per byte of a single copy from a peer's private buffer (process_vm_readv, 2 MiB, every
   /// local rank reading at once); 0 = not measured (no single copy here, or the default model).
   /// Beside copyUsPerByte it decides where the shm all-reduce's single copies pay
-  /// (shmAllReduceSingleCopy): on the 2-core EPYC VMs it is 2-3x slower than a copy through the
-  /// segment, on the Intel VM 0.7-0.8x as fast.
+  /// (shmAllReduceSingleCopy): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
+  /// (7.5 GB/s against 12.9), on the Intel VM at 0.7-0.8x.
   double cmaUsPerByte = 0;
   /// Copies into the segment with non-temporal stores (core/copy.h), or plain ones where the
   /// probe measured those faster (the peers read lines dirty in the writer's cache quickly).
