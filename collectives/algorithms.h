@@ -36,10 +36,10 @@ class Scratch {
 };
 
 /// Which single copies the shm all-reduce takes (selector/cost_model.h,
-/// shmAllReduceSingleCopy, says when each pays).
+/// shmAllReduceSingleCopy, says when each pays; until it has, none).
 struct ShmSingleCopy {
-  bool push = true;   ///< up to a half slot: reduced shards written into the peers' outputs
-  bool tiled = true;  ///< over a half slot: the whole all-reduce by single copies
+  bool push = false;   ///< up to a half slot: reduced shards written into the peers' outputs
+  bool tiled = false;  ///< over a half slot: the whole all-reduce by single copies
 };
 
 /// Everything an algorithm needs for one call.

@@ -19,8 +19,9 @@
 //     against 65–74, 1 MiB 127 against 168–194, 2 MiB 305–309 against 352–374; in place equal
 //     at 256–512 KiB, 124–138 against 126–154 at 1 MiB, 258–265 against 292–303 at 2 MiB.
 // Messages over one half slot (4 MiB by default) take the single copy below (runSingleCopy) up to
-// 32 MiB where every rank has a core and may write the others' memory; otherwise (and beyond)
-// the pipelined schedule of hierarchical.cc,
+// 32 MiB where every rank has a core, may write the others' memory and the calibrated single
+// copy pays (a.shmSingleCopy.tiled); otherwise (and beyond) the pipelined schedule of
+// hierarchical.cc,
 // which on one host is the large path above in pieces of the pipelining chunk (1 MiB) cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
 // scheduler parks holds the others up less. Measured on the 2-core VM (braid-perf -a
@@ -138,7 +139,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   const size_t bytes = count * a.elemSize;
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, count);
   if (bytes > seg->halfBytes()) {
-    if (seg->singleCopyUncrowded() && a.shmSingleCopy.tiled && bytes <= kSingleCopyMaxBytes) {
+    if (a.shmSingleCopy.tiled && bytes <= kSingleCopyMaxBytes) {
       return runSingleCopy(a, sendbuf, recvbuf, count);
     }
     return allReduceHierarchical(a, sendbuf, recvbuf, count, false);

@@ -253,18 +253,32 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
   bytes = std::min(bytes, seg.halfBytes());
   std::vector<uint8_t> local(bytes, 0x3c);
   const int peer = (seg.localIndex() + 1) % seg.localSize();
-  auto round = [&](size_t n, double* us, bool stream = true) -> Status {
+  // One timed round of the segment's two hand-offs: `publish(g)` before this rank arrives,
+  // `consume(g)` once every rank has. The copy rounds and the single-copy rounds below share it,
+  // so that their rates compare.
+  auto handoffRound = [&](auto&& publish, auto&& consume, double* us) -> Status {
     const double t0 = nowUs();
     const uint64_t g = seg.nextGeneration();
-    const int h = static_cast<int>(g & 1);
-    copyToSharedAs(stream, seg.half(seg.localIndex(), h), local.data(), n);
+    publish(g);
     seg.arrive(g, 0, fp);
     BRAID_RETURN_IF_ERROR(seg.waitArrived(g, false));
-    if (n > 0) std::memcpy(local.data(), seg.half(peer, h), n);
+    BRAID_RETURN_IF_ERROR(consume(g));
     seg.markDone(g);
     BRAID_RETURN_IF_ERROR(seg.waitDone(g));
     *us = nowUs() - t0;
     return Status::ok();
+  };
+  auto round = [&](size_t n, double* us, bool stream = true) -> Status {
+    return handoffRound(
+        [&](uint64_t g) {
+          copyToSharedAs(stream, seg.half(seg.localIndex(), static_cast<int>(g & 1)), local.data(),
+                         n);
+        },
+        [&](uint64_t g) {
+          if (n > 0) std::memcpy(local.data(), seg.half(peer, static_cast<int>(g & 1)), n);
+          return Status::ok();
+        },
+        us);
   };
   // Many rounds: ranks that enter the probe at different times first fall behind each other
   // into futex sleeps (a wake-up costs ~20 us here) and need a few dozen rounds to run in step,
@@ -336,23 +350,19 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
       small > 0 ? std::max(0.0, cs[cs.size() / 4] - *syncUs) / (2.0 * static_cast<double>(small))
                 : 0;
   // The single copy where the kernel allows it: each rank reads its neighbour's private buffer
-  // of the probe's size (process_vm_readv) with the same two hand-offs as a round above, all at
-  // once, as the all-reduce's single copies run; two untimed rounds (the landing buffer's first
+  // of the probe's size (process_vm_readv) in a round like the copy rounds above, all at once,
+  // as the all-reduce's single copies run; two untimed rounds (the landing buffer's first
   // touch), then the lower quartile of eight.
   *cmaUsPerByte = 0;
   if (seg.singleCopy() && bytes > 0) {
     std::vector<uint8_t> landing(bytes);
     auto cmaRound = [&](double* out) -> Status {
-      const double t0 = nowUs();
-      const uint64_t g = seg.nextGeneration();
-      seg.setWindowRefs(g, reinterpret_cast<uintptr_t>(local.data()), 0);
-      seg.arrive(g, 0, fp);
-      BRAID_RETURN_IF_ERROR(seg.waitArrived(g, false));
-      BRAID_RETURN_IF_ERROR(seg.readPeer(peer, landing.data(), seg.peerRef(peer, g, true), bytes));
-      seg.markDone(g);
-      BRAID_RETURN_IF_ERROR(seg.waitDone(g));
-      *out = nowUs() - t0;
-      return Status::ok();
+      return handoffRound(
+          [&](uint64_t g) { seg.setWindowRefs(g, reinterpret_cast<uintptr_t>(local.data()), 0); },
+          [&](uint64_t g) {
+            return seg.readPeer(peer, landing.data(), seg.peerRef(peer, g, true), bytes);
+          },
+          out);
     };
     std::vector<double> c(8);
     for (int warm = 0; warm < 2; ++warm) BRAID_RETURN_IF_ERROR(cmaRound(&us));

@@ -120,8 +120,9 @@ struct FabricModel {
 ///          the pipelined schedule's (2L−1)/L·S of copies): where cma·2(L−1) < copy·(2L−1)
 ///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
 ///          4.2-5.3).
-/// An unmeasured CMA rate (0) keeps both (push only uncrowded); `force` (BRAID_SHM_CMA=on)
-/// takes them wherever they can run. The tiled one never runs crowded (allreduce/shm.cc).
+/// Neither where the ranks outnumber the cores, except the push when forced. `crowded` is the
+/// segment's agreed view (true also where it has no single copy at all). An unmeasured CMA
+/// rate (0) keeps both; `force` (BRAID_SHM_CMA=on) takes them wherever they can run.
 ShmSingleCopy shmAllReduceSingleCopy(const FabricModel& m, int localRanks, bool crowded,
                                      bool force);
 

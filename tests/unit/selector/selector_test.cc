@@ -458,9 +458,11 @@ TEST(ShmSingleCopyPolicy, FollowsTheMeasuredRates) {
   s = shmAllReduceSingleCopy(m, 2, false, false);
   EXPECT_TRUE(s.push);
   EXPECT_TRUE(s.tiled);  // 2.67 against 3
-  // More ranks than cores: no push whatever the rates, unless forced.
+  // More ranks than cores: no push whatever the rates, unless forced; never the tiled path.
   EXPECT_FALSE(shmAllReduceSingleCopy(m, 2, true, false).push);
   EXPECT_TRUE(shmAllReduceSingleCopy(m, 2, true, true).push);
+  EXPECT_FALSE(shmAllReduceSingleCopy(m, 2, true, false).tiled);
+  EXPECT_FALSE(shmAllReduceSingleCopy(m, 2, true, true).tiled);
   // Not measured (the default model, an older cache's fields): both, the push only uncrowded.
   m.cmaUsPerByte = 0;
   s = shmAllReduceSingleCopy(m, 4, false, false);
