@@ -72,12 +72,13 @@ Status CeilingProbe::measure(const CeilingWork& w, DataType type, int root, int 
   const size_t reduceEach = whole(w.reduceBytes / (p - 1));
   const bool fromRoot = w.copyFrom == CeilingSource::kRootInput;
   const size_t copyEach = whole(fromRoot ? w.copyBytes : w.copyBytes / (p - 1));
-  double phaseUs[3] = {0, 0, 0};  // publish, reduce, copy
+  // Per phase (publish, reduce, copy), every timed iteration's time on this rank.
+  std::vector<double> phaseUs[3];
   auto timed = [&](int phase, bool count, auto&& body) -> Status {
     if (Status s = comm_->barrier(); !s.isOk()) return s.withContext("barrier in the ceiling probe");
     const double t0 = nowUs();
     body();
-    if (count) phaseUs[phase] += nowUs() - t0;
+    if (count) phaseUs[phase].push_back(nowUs() - t0);
     return Status::ok();
   };
   for (int it = -std::max(warmup, 1); it < iters; ++it) {
@@ -110,8 +111,15 @@ Status CeilingProbe::measure(const CeilingWork& w, DataType type, int root, int 
       }
     }));
   }
+  // Each phase's median iteration: a floor that one descheduled iteration (a shared VM's stolen
+  // millisecond, which a 30 us phase cannot absorb) does not move.
   double mine[3];
-  for (int i = 0; i < 3; ++i) mine[i] = phaseUs[i] / std::max(iters, 1);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double>& v = phaseUs[i];
+    if (v.empty()) v.push_back(0);
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    mine[i] = v[v.size() / 2];
+  }
   std::vector<double> all(3 * static_cast<size_t>(p));
   BRAID_RETURN_IF_ERROR(comm_->allGather(mine, all.data(), 3, DataType::kFloat64)
                             .withContext("gathering the ceiling probe"));

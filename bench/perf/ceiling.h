@@ -18,8 +18,9 @@
 //     reduced shards are), from each peer's input part (all-gather, all-to-all), or from the
 //     root's (broadcast; every rank, the root included, copies an equal share of the n − 1
 //     copies the others need).
-// Phases are separated by barriers that are not timed; a phase's time is the slowest rank's mean
-// over the iterations, and the ceiling is the sum of the phases' times. Every byte crosses cores
+// Phases are separated by barriers that are not timed; a phase's time is the slowest rank's median
+// over the iterations, and the ceiling is the sum of the phases' times (with --rounds, the median
+// round's: runner.cc). Every byte crosses cores
 // as in the collective (the reads of another core's lines, not a local memcpy of data hot in this
 // core's cache, which no collective between processes gets).
 #pragma once

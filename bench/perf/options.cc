@@ -24,8 +24,9 @@ void printUsage(const CollectiveBench& bench, const char* prog, FILE* out) {
       "  -i, --stepbytes SIZE    add SIZE each step instead of multiplying\n"
       "  -n, --iters N           timed iterations per size (default 20)\n"
       "  -w, --warmup_iters N    untimed iterations before each timing (default 5)\n"
-      "      --rounds R          time every algorithm of a size R times, taking turns, and\n"
-      "                          report each one's median round (default 1; for -a lists on a\n"
+      "      --rounds R          time every algorithm of a size R times, taking turns with the\n"
+      "                          ceiling probe, and report each one's median round and the\n"
+      "                          median ceiling (default 1; for -a lists and %%ceil on a\n"
       "                          machine whose speed drifts)\n"
       "  -c, --check N           verified calls per size and placement (default 1; 0 = none)\n"
       "%s"
@@ -53,7 +54,8 @@ void printUsage(const CollectiveBench& bench, const char* prog, FILE* out) {
       "rank at once:\n"
       "  %s.\n"
       "Each byte is read across cores from the other ranks' memory (a shared window; memcpy and\n"
-      "braid's reduce kernel; phases timed between barriers, the slowest rank's per phase);\n"
+      "braid's reduce kernel; phases timed between barriers, per phase the slowest rank's median\n"
+      "iteration);\n"
       "%%ceil = ceil / time.\n",
       prog, bench.name, bench.sizeText,
       bench.reduces ? "  -o, --op OP             sum|prod|min|max|avg (default sum)\n"

@@ -315,15 +315,17 @@ Status RankRunner::selectFor(const std::string& algo, size_t bytes, RowResult* r
   return Status::ok();
 }
 
-// One size, every algorithm; a failure is reported (fail) before it is returned. With --rounds R the algorithms take turns R times and each row
-// reports its median round, so that a machine whose speed drifts (shared or throttled cores)
-// slows every algorithm alike instead of the one that happened to run during the slow spell.
+// One size, every algorithm; a failure is reported (fail) before it is returned. With --rounds R
+// the algorithms and the ceiling probe take turns R times and each row reports its median round
+// (and the median ceiling), so that a machine whose speed drifts (shared or throttled cores)
+// slows every algorithm and the ceiling alike instead of the one that ran during a slow spell.
 Status RankRunner::measureSize(size_t count, std::vector<RowResult>* rows) {
   const size_t bytes = count * dataTypeSize(o_.type);
   rows->assign(algos_.size(), RowResult{});
   std::vector<std::vector<Measurement>> rounds[2];
   rounds[0].resize(algos_.size());
   rounds[1].resize(algos_.size());
+  std::vector<double> ceilings;  // per round
   for (int round = 0; round < o_.rounds; ++round) {
     for (size_t i = 0; i < algos_.size(); ++i) {
       RowResult& row = (*rows)[i];
@@ -348,12 +350,17 @@ Status RankRunner::measureSize(size_t count, std::vector<RowResult>* rows) {
         rounds[p][i].push_back(one);
       }
     }
+    // The ceiling in every round, right after the algorithms: a machine whose speed drifts
+    // between seconds (the 2-core VMs: 2–3x) moves it with them.
+    double roundCeilingUs = -1;
+    if (Status s = probeCeiling(count, &roundCeilingUs); !s.isOk()) {
+      fail("probing the ceiling at " + std::to_string(bytes) + " B", s);
+      return s;
+    }
+    ceilings.push_back(roundCeilingUs);
   }
-  double ceilingUs = -1;
-  if (Status s = probeCeiling(count, &ceilingUs); !s.isOk()) {
-    fail("probing the ceiling at " + std::to_string(bytes) + " B", s);
-    return s;
-  }
+  std::sort(ceilings.begin(), ceilings.end());
+  const double ceilingUs = ceilings[ceilings.size() / 2];
   for (size_t i = 0; i < algos_.size(); ++i) {
     (*rows)[i].ceilingUs = ceilingUs;
     for (int p = 0; p < 2; ++p) {
