@@ -33,7 +33,7 @@ void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, s
     if (stream) {
       copyToShared(dst + c * es, tile, n * es);
     } else {
-      std::memcpy(dst + c * es, tile, n * es);
+      copyBytes(dst + c * es, tile, n * es);
     }
   }
 }

@@ -18,10 +18,20 @@ std::atomic<bool> gStream{true};
 // from memory: 8 KiB 1.3 us vs 2.1 us); from 16 KiB up streaming wins, by 3-4x at 64 KiB-2 MiB.
 
 #if defined(__x86_64__)
-// Streams bytes (at least kCopyStreamMinBytes) from src to shared; with kLocal, also stores each
-// 16-byte block plainly to local from the same load.
-template <bool kLocal>
-void streamCopy(void* shared, void* local, const void* src, size_t bytes) {
+template <bool kStream>
+inline void store(__m128i* d, __m128i v) {
+  if (kStream) {
+    _mm_stream_si128(d, v);
+  } else {
+    _mm_store_si128(d, v);
+  }
+}
+
+// Copies bytes (at least kCopyStreamMinBytes, or kCopyLoopMinBytes plainly) from src to shared,
+// streamed (non-temporal stores) with kStream; with kLocal, also stores each 16-byte block
+// plainly to local from the same load.
+template <bool kStream, bool kLocal>
+void loopCopy(void* shared, void* local, const void* src, size_t bytes) {
   const size_t head = (16 - reinterpret_cast<uintptr_t>(shared) % 16) % 16;
   std::memcpy(shared, src, head);
   if (kLocal) std::memcpy(local, src, head);
@@ -33,10 +43,10 @@ void streamCopy(void* shared, void* local, const void* src, size_t bytes) {
   for (; i + 4 <= n; i += 4) {
     __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
     __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
-    _mm_stream_si128(d + i, a);
-    _mm_stream_si128(d + i + 1, b);
-    _mm_stream_si128(d + i + 2, c);
-    _mm_stream_si128(d + i + 3, e);
+    store<kStream>(d + i, a);
+    store<kStream>(d + i + 1, b);
+    store<kStream>(d + i + 2, c);
+    store<kStream>(d + i + 3, e);
     if (kLocal) {
       _mm_storeu_si128(l + i, a);
       _mm_storeu_si128(l + i + 1, b);
@@ -46,11 +56,11 @@ void streamCopy(void* shared, void* local, const void* src, size_t bytes) {
   }
   for (; i < n; ++i) {
     const __m128i a = _mm_loadu_si128(s + i);
-    _mm_stream_si128(d + i, a);
+    store<kStream>(d + i, a);
     if (kLocal) _mm_storeu_si128(l + i, a);
   }
   // Non-temporal stores are weakly ordered: fence before the caller publishes a flag.
-  _mm_sfence();
+  if (kStream) _mm_sfence();
   const size_t done = head + n * 16;
   std::memcpy(static_cast<uint8_t*>(shared) + done, static_cast<const uint8_t*>(src) + done,
               bytes - done);
@@ -69,9 +79,20 @@ bool streamToShared() { return gStream.load(std::memory_order_relaxed); }
 void copyToSharedAs(bool stream, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;  // src may be null then (memcpy's arguments must not be)
 #if defined(__x86_64__)
-  if (stream && bytes >= kCopyStreamMinBytes) return streamCopy<false>(dst, nullptr, src, bytes);
+  if (stream && bytes >= kCopyStreamMinBytes) return loopCopy<true, false>(dst, nullptr, src, bytes);
 #else
   (void)stream;
+#endif
+  copyBytes(dst, src, bytes);
+}
+
+void copyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // src may be null then
+#if defined(__x86_64__)
+  if (bytes >= kCopyLoopMinBytes &&
+      (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) % 64 != 0) {
+    return loopCopy<false, false>(dst, nullptr, src, bytes);
+  }
 #endif
   std::memcpy(dst, src, bytes);
 }
@@ -85,11 +106,11 @@ void copyToSharedAndLocal(void* shared, void* local, const void* src, size_t byt
   if (local == src) return copyToShared(shared, src, bytes);
 #if defined(__x86_64__)
   if (bytes >= kCopyStreamMinBytes && streamToShared()) {
-    return streamCopy<true>(shared, local, src, bytes);
+    return loopCopy<true, true>(shared, local, src, bytes);
   }
 #endif
-  std::memcpy(shared, src, bytes);
-  std::memcpy(local, src, bytes);
+  copyBytes(shared, src, bytes);
+  copyBytes(local, src, bytes);
 }
 
 }  // namespace braid

@@ -21,6 +21,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/host_plan.h"
 #include "collectives/selector/cost_model.h"
+#include "core/copy.h"
 
 namespace braid::detail {
 namespace all_gather_hierarchical {
@@ -39,7 +40,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
   const std::vector<int> g = packOrder(a, l.hosts, l.local);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   for (size_t i = 0; i < g.size(); ++i) {
-    std::memcpy(out + static_cast<size_t>(g[i]) * b, stage + i * b, b);
+    copyBytes(out + static_cast<size_t>(g[i]) * b, stage + i * b, b);
   }
   return Status::ok();
 }

@@ -104,7 +104,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     seg->arrive(g, a.seq, a.fp);
     BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
     for (int i = 0; i < p && n > 0; ++i) {
-      if (i != me) std::memcpy(out + static_cast<size_t>(i) * bytes + off, seg->half(i, h), n);
+      if (i != me) copyBytes(out + static_cast<size_t>(i) * bytes + off, seg->half(i, h), n);
     }
   }
   return Status::ok();

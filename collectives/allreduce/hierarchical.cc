@@ -331,7 +331,7 @@ class Hierarchical {
         if (j == me_) continue;
         const size_t jlo = blockStart(p.n, k_, j), jhi = blockStart(p.n, k_, j + 1);
         if (jhi > jlo)
-          std::memcpy(out + jlo * es_, quarter(seg_, j, p.g) + jlo * es_, (jhi - jlo) * es_);
+          copyBytes(out + jlo * es_, quarter(seg_, j, p.g) + jlo * es_, (jhi - jlo) * es_);
       }
       return Status::ok();
     }

@@ -114,7 +114,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
       if (j > 0) BRAID_RETURN_IF_ERROR(seg->waitArrived(g - 1, false));
       seg->arrive(g, a.seq, a.fp);
       BRAID_RETURN_IF_ERROR(seg->waitArrivedFrom(root, g, true));
-      std::memcpy(dst + off, seg->half(root, h), n);
+      copyBytes(dst + off, seg->half(root, h), n);
     }
   }
   // Every rank leaves with every other arrived at the last piece, so that the next collective

@@ -21,6 +21,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/host_plan.h"
 #include "collectives/selector/cost_model.h"
+#include "core/copy.h"
 
 namespace braid::detail {
 namespace reduce_scatter_hierarchical {
@@ -36,7 +37,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcou
   const std::vector<int> g = packOrder(a, l.hosts, l.local);
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   for (size_t i = 0; i < g.size(); ++i) {
-    std::memcpy(stage + i * b, in + static_cast<size_t>(g[i]) * b, b);
+    copyBytes(stage + i * b, in + static_cast<size_t>(g[i]) * b, b);
   }
   CollArgs sum = a;
   if (a.op == ReduceOp::kAvg) sum.op = ReduceOp::kSum;

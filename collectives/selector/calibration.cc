@@ -275,7 +275,7 @@ Status probeSegment(ShmSegment& seg, int rounds, size_t bytes, double* syncUs,
                          n);
         },
         [&](uint64_t g) {
-          if (n > 0) std::memcpy(local.data(), seg.half(peer, static_cast<int>(g & 1)), n);
+          if (n > 0) copyBytes(local.data(), seg.half(peer, static_cast<int>(g & 1)), n);
           return Status::ok();
         },
         us);
@@ -389,7 +389,9 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
                               const std::string& hostSummary) {
   std::vector<int> perHost(static_cast<size_t>(placement.numHosts()), 0);
   for (int h : placement.hostOf) ++perHost[h];
-  // v11: the single copy's rate (cma_us_per_byte; v10 caches lack it, and the all-reduce would
+  // v12: the segment copy-out rate through copyBytes (v11 probes copied into a malloc'd buffer
+  // with glibc's memcpy, which ran 2 KiB-512 KiB copies between buffers aligned differently at
+  // 1.9 GB/s on the EPYC VM: core/copy.h); v11: the single copy's rate (cma_us_per_byte; v10 caches lack it, and the all-reduce would
   // take single copies that this machine runs slower); v10: the kind of stores for copies into
   // shared memory (stream_shared), and the segment copy rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
   // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
@@ -399,7 +401,7 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   // 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
   // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
   // median). Caches of older probes are ignored.
-  std::string s = "v11 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
+  std::string s = "v12 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +
        hostSummary + " tcp_streams=" + paramString("BRAID_TCP_STREAMS");

@@ -38,5 +38,25 @@ TEST(CopyToShared, BothKindsOfStoresCopyExactly) {
   setStreamToShared(before);
 }
 
+// copyBytes takes its own loop where the two buffers lie at different offsets in a cache line
+// (kCopyLoopMinBytes and up), glibc's memcpy elsewhere: both copy exactly, ends included.
+TEST(CopyBytes, CopiesExactlyAtEveryAlignment) {
+  for (size_t n : {size_t{0}, size_t{5}, kCopyLoopMinBytes - 1, kCopyLoopMinBytes,
+                   kCopyLoopMinBytes + 33, size_t{256} << 10}) {
+    for (size_t srcSkew : {size_t{0}, size_t{16}}) {
+      for (size_t dstSkew : {size_t{0}, size_t{1}, size_t{16}, size_t{64}}) {
+        std::vector<uint8_t> src(n + 128), dst(n + 128, 0xCD);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 13 + 5);
+        copyBytes(dst.data() + dstSkew, src.data() + srcSkew, n);
+        for (size_t i = 0; i < dstSkew; ++i) ASSERT_EQ(dst[i], 0xCD);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(dst[dstSkew + i], src[srcSkew + i]) << n << " " << srcSkew << " " << dstSkew;
+        }
+        for (size_t i = dstSkew + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xCD);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid
