@@ -1113,7 +1113,7 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   a.size = size_;
   a.hostOf = &hostOf_;
   a.hostShm = segment_.get();
-  a.shmSingleCopy = shmSingleCopy_;
+  a.shmPlan = shmPlan_;
   if (segment_ && collective) segment_->announce(a.seq, fp);
   curSeq_ = a.seq;
   curFp_ = fp;

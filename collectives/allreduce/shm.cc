@@ -1,7 +1,9 @@
 // Same-host all-reduce in the shared segment, with no message passing.
 //
-// Schedule for a message of at most H bytes (H = half of a rank's slot; the two halves alternate
-// between calls, so that the next call's data is written while slow ranks still read this one's):
+// Schedule for a message of at most H bytes in one chunk (H = half of a rank's slot; the two halves
+// alternate between calls, so that the next call's data is written while slow ranks still read
+// this one's), and at most a.shmPlan.oneChunkMaxBytes (LLC/8L: one chunk's working set in the
+// cache; selector/cost_model.h):
 //   small chunks (≤ kSmallBytes, 16 KiB; 64 KiB when the machine's ranks outnumber its cores,
 //     where a second hand-off costs more context switches than the extra reductions: 4 ranks on
 //     2 cores reduce 32 KiB in 21 µs this way, in 33 µs the large way):
@@ -11,7 +13,7 @@
 //     place in its own slot → done → every rank copies the p reduced shards out. Where the ranks
 //     may write each other's memory (ShmSegment::singleCopyMinBytes(), from 16 KiB), every rank
 //     has a core, and the calibrated single copy is quick enough against a copy through the
-//     segment (a.shmSingleCopy.push: selector/cost_model.h), rank i instead writes its reduced
+//     segment (a.shmPlan.push: selector/cost_model.h), rank i instead writes its reduced
 //     shard straight into every peer's receive buffer (process_vm_writev) → done: one copy of
 //     the shard where there were two.
 //     Measured on the 2-core Intel VM (braid-perf --ranks 2 --rounds 3, BRAID_SHM_CMA=off
@@ -20,11 +22,11 @@
 //     at 256–512 KiB, 124–138 against 126–154 at 1 MiB, 258–265 against 292–303 at 2 MiB.
 // Messages over one half slot (4 MiB by default) take the single copy below (runSingleCopy) up to
 // 32 MiB where every rank has a core, may write the others' memory and the calibrated single
-// copy pays (a.shmSingleCopy.tiled); otherwise (and beyond) the pipelined schedule of
-// hierarchical.cc,
-// which on one host is the large path above in pieces of the pipelining chunk (1 MiB) cycled over
+// copy pays (a.shmPlan.tiled); otherwise (and beyond, and over oneChunkMaxBytes) the pipelined
+// schedule of hierarchical.cc, which on one host is the large path above in pieces cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
-// scheduler parks holds the others up less. Measured on the 2-core VM (braid-perf -a
+// scheduler parks holds the others up less. A piece is the pipelining chunk (1 MiB), at most
+// a.shmPlan.pieceMaxBytes (LLC/64L: 256 KiB for 2 ranks and 32 MiB). Measured on the 2-core VM (braid-perf -a
 // shm,hierarchical --rounds 7, 4–64 MiB): 4 ranks 0–11% faster in all six rows, 2 ranks within
 // ±4% either way.
 // Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
@@ -73,7 +75,7 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
     if (i == me) continue;
     const size_t ilo = blockStart(count, p, i);
     const size_t ihi = blockStart(count, p, i + 1);
-    std::memcpy(dst + ilo * es, w.recv[i] + ilo * es, (ihi - ilo) * es);
+    copyBytes(dst + ilo * es, w.recv[i] + ilo * es, (ihi - ilo) * es);
   }
   return endInSharedWindows(a);
 }
@@ -85,7 +87,7 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
 // each reduced tile into every peer's output (process_vm_writev); a last hand-off keeps every
 // buffer alive until all are written. No staging slot: no half-slot limit and no pipelining.
 // Taken where every rank has a core, up to kSingleCopyMaxBytes, when the calibrated single copy
-// is quick enough (a.shmSingleCopy.tiled: selector/cost_model.h); the pipelined schedule of
+// is quick enough (a.shmPlan.tiled: selector/cost_model.h); the pipelined schedule of
 // hierarchical.cc otherwise. Measured on the 2-core Intel VM (braid-perf --ranks 2, two runs
 // each, against hierarchical): 8 MiB 1.23–1.25 ms against 1.71–2.26 out of place, 0.83–0.91
 // against 1.45–2.06 in place; 16 MiB 3.1–3.3 against 4.2–5.3, 1.7–1.8 against 3.3–3.4; 32 MiB
@@ -138,11 +140,13 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   if (seg == nullptr) return internalError("shm all-reduce needs every rank on one host");
   const size_t bytes = count * a.elemSize;
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, count);
-  if (bytes > seg->halfBytes()) {
-    if (a.shmSingleCopy.tiled && bytes <= kSingleCopyMaxBytes) {
+  if (bytes > seg->halfBytes() || bytes > a.shmPlan.oneChunkMaxBytes) {
+    if (bytes > seg->halfBytes() && a.shmPlan.tiled && bytes <= kSingleCopyMaxBytes) {
       return runSingleCopy(a, sendbuf, recvbuf, count);
     }
-    return allReduceHierarchical(a, sendbuf, recvbuf, count, false);
+    CollArgs pieces = a;
+    pieces.chunkBytes = std::min(a.chunkBytes, a.shmPlan.pieceMaxBytes);
+    return allReduceHierarchical(pieces, sendbuf, recvbuf, count, false);
   }
   // One chunk (at most a half slot). count == 0 still synchronizes once, so that a mismatch
   // (0 vs n) is detected.
@@ -160,7 +164,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   const size_t hi = small ? 0 : blockStart(count, p, me + 1);
   copyToShared(seg->half(me, h), src, lo * es);
   copyToShared(seg->half(me, h) + hi * es, src + hi * es, (count - hi) * es);
-  const bool pushOut = !small && a.shmSingleCopy.push && bytes >= seg->singleCopyMinBytes();
+  const bool pushOut = !small && a.shmPlan.push && bytes >= seg->singleCopyMinBytes();
   if (pushOut) seg->setWindowRefs(g, 0, reinterpret_cast<uintptr_t>(recvbuf));
   seg->arrive(g, a.seq, a.fp);
   BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
@@ -208,7 +212,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     if (i == me) continue;
     const size_t ilo = blockStart(count, p, i);
     const size_t ihi = blockStart(count, p, i + 1);
-    std::memcpy(dst + ilo * es, seg->half(i, h) + ilo * es, (ihi - ilo) * es);
+    copyBytes(dst + ilo * es, seg->half(i, h) + ilo * es, (ihi - ilo) * es);
   }
   return Status::ok();
 }
@@ -219,11 +223,12 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 // priced by allReduceHierarchicalUs). Copies and reductions slow out of cache like everything
 // else that streams memory.
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
-  if (bytes > m.placement().segmentHalfBytes) {
-    return allReduceHierarchicalUs(m, bytes, false, chunkBytes);
-  }
   const FabricModel& f = m.model();
   const int L = m.placement().size();
+  const ShmAllReducePlan how = shmAllReducePlan(f, L, m.crowded(), false);
+  if (bytes > m.placement().segmentHalfBytes || bytes > how.oneChunkMaxBytes) {
+    return allReduceHierarchicalUs(m, bytes, false, std::min(chunkBytes, how.pieceMaxBytes));
+  }
   const double cpu = m.cpuShare(L);
   const double mem = m.memoryFactor(static_cast<double>(bytes));  // copies and reductions
   const double dn = static_cast<double>(bytes);
@@ -238,8 +243,7 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
   // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
   // reduced shards out ((L−1)/L); with the single copy, no shard back: the own reduced shard
   // goes straight into the L − 1 peers' outputs ((L−1)/L).
-  const bool push = bytes >= m.placement().singleCopyMinBytes &&
-                    shmAllReduceSingleCopy(f, L, m.crowded(), false).push;
+  const bool push = bytes >= m.placement().singleCopyMinBytes && how.push;
   const double copies = push ? 2.0 * (L - 1) / L : 2.0 - 1.0 / L;
   return 2 * f.syncUs +
          mem * (copies * dn * f.copyUsPerByte + cpu * (L - 1) * dn / L * f.gammaUsPerByte);

@@ -240,9 +240,15 @@ double CostModel::stepAlpha(double alphaUs, double cpu) const {
   return crowded() ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
 }
 
-ShmSingleCopy shmAllReduceSingleCopy(const FabricModel& m, int localRanks, bool crowded,
+ShmAllReducePlan shmAllReducePlan(const FabricModel& m, int localRanks, bool crowded,
                                      bool force) {
-  ShmSingleCopy s;
+  ShmAllReducePlan s;
+  if (m.llcBytes > 0 && localRanks > 0) {
+    const double L = localRanks;
+    s.oneChunkMaxBytes = static_cast<size_t>(m.llcBytes / (8 * L)) / 4096 * 4096;
+    s.pieceMaxBytes =
+        std::max<size_t>(64 << 10, static_cast<size_t>(m.llcBytes / (64 * L)) / 4096 * 4096);
+  }
   s.tiled = !crowded;  // with 4 ranks on 2 cores it lost (8 MiB 6.0 ms against 5.2)
   if (force || m.cmaUsPerByte <= 0 || localRanks < 2) {
     s.push = force || !crowded;

@@ -80,7 +80,7 @@ struct FabricModel {
   /// µs per byte of a single copy from a peer's private buffer (process_vm_readv, 2 MiB, every
   /// local rank reading at once); 0 = not measured (no single copy here, or the default model).
   /// Beside copyUsPerByte it decides where the shm all-reduce's single copies pay
-  /// (shmAllReduceSingleCopy): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
+  /// (shmAllReducePlan): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
   /// (7.5 GB/s against 12.9), on the Intel VM at 0.7-0.8x.
   double cmaUsPerByte = 0;
   /// Copies into the segment with non-temporal stores (core/copy.h), or plain ones where the
@@ -109,9 +109,17 @@ struct FabricModel {
   std::string describe() const;
 };
 
-/// Which single copies the shm all-reduce takes on L local ranks (allreduce/shm.cc), from the
-/// model, so that every rank decides alike:
-///   push:  up to one half slot, each rank writes its reduced shard into the L − 1 peers'
+/// How the shm all-reduce runs on L local ranks (allreduce/shm.cc), from the model, so that every
+/// rank decides alike. Its working set stays in the last-level cache the ranks share:
+///   oneChunkMaxBytes = LLC/(8L): one chunk holds, per rank, the input, the output and two
+///          half slots (they alternate between calls) of S each, 4·L·S in all, at most half the
+///          cache; larger messages take the pipelined schedule,
+///   pieceMaxBytes = LLC/(64L), 64 KiB at least: its four quarter slots hold 4·L pieces.
+///   On the EPYC VM (LLC 32 MiB; braid-perf --rounds 3, medians of 3-4 runs) 4 ranks 2 MiB
+///   832-915 us against 1385 in one chunk, 4 MiB 2543 against 3465 in 1 MiB pieces; 2 ranks
+///   4 MiB 813 against 902, 16 MiB 5484 against 6540.
+/// and which single copies it takes:
+///   push:  in one chunk, each rank writes its reduced shard into the L − 1 peers'
 ///          outputs ((L−1)/L·S by single copy in place of S of segment copies, its publish and
 ///          the peers' copy out): where cma·(L−1)/L < copy, and the ranks do not outnumber the
 ///          cores (4 ranks on 2 cores, EPYC VM: 1 MiB in 330-358 us against 213-263 through
@@ -123,7 +131,7 @@ struct FabricModel {
 /// Neither where the ranks outnumber the cores, except the push when forced. `crowded` is the
 /// segment's agreed view (true also where it has no single copy at all). An unmeasured CMA
 /// rate (0) keeps both; `force` (BRAID_SHM_CMA=on) takes them wherever they can run.
-ShmSingleCopy shmAllReduceSingleCopy(const FabricModel& m, int localRanks, bool crowded,
+ShmAllReducePlan shmAllReducePlan(const FabricModel& m, int localRanks, bool crowded,
                                      bool force);
 
 /// The selector's collectives are the public ones (braid::Collective); BRAID_ALGO and tuning
