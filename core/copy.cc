@@ -79,7 +79,9 @@ bool streamToShared() { return gStream.load(std::memory_order_relaxed); }
 void copyToSharedAs(bool stream, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;  // src may be null then (memcpy's arguments must not be)
 #if defined(__x86_64__)
-  if (stream && bytes >= kCopyStreamMinBytes) return loopCopy<true, false>(dst, nullptr, src, bytes);
+  if (stream && bytes >= kCopyStreamMinBytes) {
+    return loopCopy<true, false>(dst, nullptr, src, bytes);
+  }
 #else
   (void)stream;
 #endif

@@ -79,7 +79,9 @@ Status CeilingProbe::measure(const CeilingWork& w, DataType type, int root, int 
   // slowly, streaming them to memory first pays), and the ceiling takes the quicker.
   std::vector<double> phaseUs[2][3];
   auto timed = [&](int kind, int phase, bool count, auto&& body) -> Status {
-    if (Status s = comm_->barrier(); !s.isOk()) return s.withContext("barrier in the ceiling probe");
+    if (Status s = comm_->barrier(); !s.isOk()) {
+      return s.withContext("barrier in the ceiling probe");
+    }
     const double t0 = nowUs();
     body();
     if (count) phaseUs[kind][phase].push_back(nowUs() - t0);

@@ -26,9 +26,9 @@
 // schedule of hierarchical.cc, which on one host is the large path above in pieces cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
 // scheduler parks holds the others up less. A piece is the pipelining chunk (1 MiB), at most
-// a.shmPlan.pieceMaxBytes (LLC/64L: 256 KiB for 2 ranks and 32 MiB). Measured on the 2-core VM (braid-perf -a
-// shm,hierarchical --rounds 7, 4–64 MiB): 4 ranks 0–11% faster in all six rows, 2 ranks within
-// ±4% either way.
+// a.shmPlan.pieceMaxBytes (LLC/64L: 256 KiB for 2 ranks and 32 MiB). Measured on the 2-core VM
+// (braid-perf -a shm,hierarchical --rounds 7, 4–64 MiB, 1 MiB pieces): 4 ranks 0–11% faster in
+// all six rows, 2 ranks within ±4% either way.
 // Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
 //   (p−1)/p·S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/p/B_copy (publish) + (p−1)/p·S/B_copy
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
