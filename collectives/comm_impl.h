@@ -229,7 +229,7 @@ class Communicator::Impl {
   detail::Scratch scratch_, outerScratch_;
   /// The shm all-reduce's single copies the model in effect pays for (installSelector; read by
   /// the thread that executes, which also installs a re-probed model).
-  detail::ShmAllReducePlan shmPlan_;
+  detail::ShmPlan shmPlan_;
   /// allocShared without a segment: start → (window id, bytes); ids count every allocShared.
   std::map<void*, std::pair<uint32_t, size_t>> privateWindows_;
   uint32_t lastWindowId_ = 0;

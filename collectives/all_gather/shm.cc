@@ -1,7 +1,9 @@
 // Same-host all-gather in the shared segment, with no message passing.
 // Blocks of ShmSegment::singleCopyMinBytes() (16 KiB, 64 KiB with more ranks than cores) and
 // more take one copy, private buffer to private buffer, where the ranks may read each other's
-// memory (runSingleCopy below); the schedule through the segment that follows serves the rest.
+// memory and the calibrated single copy beats the copies in and out of the segment
+// (a.shmPlan.gather: selector/cost_model.h; not on the EPYC VM) (runSingleCopy below); the
+// schedule through the segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes of each block, 256 KiB; the halves of a rank's
 // slot alternate between pieces as between calls in allreduce/shm.cc): copy the own block's
@@ -78,7 +80,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t sendcou
     return allGatherRing(a, sendbuf, recvbuf, sendcount);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes);
-  if (bytes >= seg->singleCopyMinBytes()) {
+  if (a.shmPlan.gather && bytes >= seg->singleCopyMinBytes()) {
     return runSingleCopy(a, sendbuf, recvbuf, bytes);
   }
   const int p = seg->localSize();
@@ -120,7 +122,8 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /
   const double mem = m.memoryFactor(static_cast<double>(bytes));
   const double copy = f.segmentCopyUsPerByte(std::min(block, piece));
   // Single copy: two hand-offs, then the p − 1 blocks pulled and the own one copied.
-  if (block >= static_cast<double>(m.placement().singleCopyMinBytes)) {
+  if (block >= static_cast<double>(m.placement().singleCopyMinBytes) &&
+      makeShmPlan(f, L, m.crowded(), false).gather) {
     return 2 * f.syncUs + mem * block * f.segmentCopyUsPerByte(block) * L;
   }
   return std::max(1.0, std::ceil(block / piece)) * f.syncUs + mem * block * copy * L;

@@ -225,7 +225,7 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
   const FabricModel& f = m.model();
   const int L = m.placement().size();
-  const ShmAllReducePlan how = shmAllReducePlan(f, L, m.crowded(), false);
+  const ShmPlan how = makeShmPlan(f, L, m.crowded(), false);
   if (bytes > m.placement().segmentHalfBytes || bytes > how.oneChunkMaxBytes) {
     return allReduceHierarchicalUs(m, bytes, false, std::min(chunkBytes, how.pieceMaxBytes));
   }

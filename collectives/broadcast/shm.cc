@@ -1,7 +1,9 @@
 // Same-host broadcast in the shared segment, with no message passing.
 // Messages of ShmSegment::singleCopyMinBytes() (16 KiB, 64 KiB with more ranks than cores) and
 // more take one copy, private buffer to private buffer, where the ranks may read each other's
-// memory (runSingleCopy below); the schedule through the segment that follows serves the rest.
+// memory and the calibrated single copy beats a copy through the segment (a.shmPlan.broadcast:
+// selector/cost_model.h; not on the EPYC VM) (runSingleCopy below); the schedule through the
+// segment that follows serves the rest.
 //
 // Schedule, piece by piece (kSegmentPieceBytes, 256 KiB; the halves of the root's slot
 // alternate between pieces as between calls in allreduce/shm.cc): the root copies piece j into
@@ -83,7 +85,7 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
     return broadcastTree(a, sendbuf, recvbuf, count, root);
   }
   if (inSharedWindows(a)) return runInWindows(a, sendbuf, recvbuf, bytes, root);
-  if (bytes >= seg->singleCopyMinBytes()) {
+  if (a.shmPlan.broadcast && bytes >= seg->singleCopyMinBytes()) {
     return runSingleCopy(a, sendbuf, recvbuf, bytes, root);
   }
   // On one host the local index is the rank.
@@ -127,7 +129,8 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /*chunkBytes*/) {
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
-  if (bytes >= m.placement().singleCopyMinBytes) {
+  if (bytes >= m.placement().singleCopyMinBytes &&
+      makeShmPlan(f, m.placement().size(), m.crowded(), false).broadcast) {
     // Two hand-offs and a reader's pull of the message (out of place; in place the root takes
     // 1/p of it), at the cross-core copy rate (process_vm_readv ran at 0.7–0.8 of memcpy on
     // the Intel VM).

@@ -240,9 +240,8 @@ double CostModel::stepAlpha(double alphaUs, double cpu) const {
   return crowded() ? std::max(alphaUs * cpu, model_.syncUs) : alphaUs;
 }
 
-ShmAllReducePlan shmAllReducePlan(const FabricModel& m, int localRanks, bool crowded,
-                                     bool force) {
-  ShmAllReducePlan s;
+ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool force) {
+  ShmPlan s;
   if (m.llcBytes > 0 && localRanks > 0) {
     const double L = localRanks;
     s.oneChunkMaxBytes = static_cast<size_t>(m.llcBytes / (8 * L)) / 4096 * 4096;
@@ -252,11 +251,15 @@ ShmAllReducePlan shmAllReducePlan(const FabricModel& m, int localRanks, bool cro
   s.tiled = !crowded;  // with 4 ranks on 2 cores it lost (8 MiB 6.0 ms against 5.2)
   if (force || m.cmaUsPerByte <= 0 || localRanks < 2) {
     s.push = force || !crowded;
+    s.gather = s.broadcast = true;
     return s;
   }
   const double L = localRanks;
-  s.push = !crowded && m.cmaUsPerByte * (L - 1) / L < m.copyUsPerByte;
-  s.tiled = s.tiled && m.cmaUsPerByte * 2 * (L - 1) < m.copyUsPerByte * (2 * L - 1);
+  const double cma = m.cmaUsPerByte, copy = m.copyUsPerByte;
+  s.push = !crowded && cma * (L - 1) / L < copy;
+  s.tiled = s.tiled && cma * 2 * (L - 1) < copy * (2 * L - 1);
+  s.gather = cma * (L - 1) < copy * L;
+  s.broadcast = cma < copy;
   return s;
 }
 

@@ -80,7 +80,7 @@ struct FabricModel {
   /// µs per byte of a single copy from a peer's private buffer (process_vm_readv, 2 MiB, every
   /// local rank reading at once); 0 = not measured (no single copy here, or the default model).
   /// Beside copyUsPerByte it decides where the shm all-reduce's single copies pay
-  /// (shmAllReducePlan): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
+  /// (makeShmPlan): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
   /// (7.5 GB/s against 12.9), on the Intel VM at 0.7-0.8x.
   double cmaUsPerByte = 0;
   /// Copies into the segment with non-temporal stores (core/copy.h), or plain ones where the
@@ -109,8 +109,9 @@ struct FabricModel {
   std::string describe() const;
 };
 
-/// How the shm all-reduce runs on L local ranks (allreduce/shm.cc), from the model, so that every
-/// rank decides alike. Its working set stays in the last-level cache the ranks share:
+/// How the shm collectives run on L local ranks, from the model, so that every rank decides
+/// alike. The all-reduce's (allreduce/shm.cc) working set stays in the last-level cache the
+/// ranks share:
 ///   oneChunkMaxBytes = LLC/(8L): one chunk holds, per rank, the input, the output and two
 ///          half slots (they alternate between calls) of S each, 4·L·S in all, at most half the
 ///          cache; larger messages take the pipelined schedule,
@@ -128,11 +129,20 @@ struct FabricModel {
 ///          the pipelined schedule's (2L−1)/L·S of copies): where cma·2(L−1) < copy·(2L−1)
 ///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
 ///          4.2-5.3).
-/// Neither where the ranks outnumber the cores, except the push when forced. `crowded` is the
-/// segment's agreed view (true also where it has no single copy at all). An unmeasured CMA
-/// rate (0) keeps both; `force` (BRAID_SHM_CMA=on) takes them wherever they can run.
-ShmAllReducePlan shmAllReducePlan(const FabricModel& m, int localRanks, bool crowded,
-                                     bool force);
+///   gather:    all-gather, the L − 1 other blocks by single copy ((L−1)·b) in place of the
+///              segment's copies in and out (L·b): where cma·(L−1) < copy·L;
+///   broadcast: a reader's single copy of S in place of the segment's pipelined copies (the
+///              root's in beside the readers' out, S each): where cma < copy.
+///   EPYC VM (single copy 6.6 GB/s against 15.6; braid-perf-allgather/-broadcast --ranks 2,
+///   BRAID_SHM_CMA=off against auto, two runs each): all-gather 4 MiB 203-267 us through the
+///   segment against 276-444, 16 MiB 1.77-2.00 ms against 2.16-2.60; broadcast 4 MiB 323-340
+///   against 433-462.
+/// Neither push nor tiled where the ranks outnumber the cores, except the push when forced.
+/// `crowded` is the segment's agreed view (true also where it has no single copy at all). An
+/// unmeasured CMA rate (0) keeps them all (the push and tiled uncrowded); `force`
+/// (BRAID_SHM_CMA=on) takes them wherever they can run. The collectives take a single copy
+/// only where the segment allows one besides (ShmSegment::singleCopyMinBytes()).
+ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool force);
 
 /// The selector's collectives are the public ones (braid::Collective); BRAID_ALGO and tuning
 /// files choose for the first kSelectableCollectives of them (not the barrier).

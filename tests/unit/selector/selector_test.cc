@@ -442,53 +442,62 @@ TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
 }
 
-// The shm all-reduce's single copies, from the two rates the probe measured (rates as on the
+// The shm collectives' single copies, from the two rates the probe measured (rates as on the
 // two VMs: EPYC, a single copy 7.5 GB/s against 12.9 through the segment; Intel, 0.75x).
-TEST(ShmAllReducePlanPolicy, FollowsTheMeasuredRates) {
+TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
   FabricModel m;
   m.copyUsPerByte = 1e-3 / 12.9;
   m.cmaUsPerByte = 1e-3 / 7.5;  // 0.58x a segment copy
-  ShmAllReducePlan s = shmAllReducePlan(m, 2, false, false);
+  ShmPlan s = makeShmPlan(m, 2, false, false);
   EXPECT_TRUE(s.push);    // half a single copy (0.86 of a copy's time) beats a whole copy
   EXPECT_FALSE(s.tiled);  // 2 single copies (3.4) lose to 3 segment copies
-  s = shmAllReducePlan(m, 4, false, false);
+  EXPECT_TRUE(s.gather);       // one single copy (1.72) beats two segment copies
+  EXPECT_FALSE(s.broadcast);   // loses to one segment copy
+  m.cmaUsPerByte = 1e-3 / 6.0;  // 0.47x: the all-gather's single copy (2.15) loses too
+  EXPECT_FALSE(makeShmPlan(m, 2, false, false).gather);
+  m.cmaUsPerByte = 1e-3 / 7.5;
+  s = makeShmPlan(m, 4, false, false);
   EXPECT_FALSE(s.push);  // 3/4 of a single copy (1.29) loses to one copy
   EXPECT_FALSE(s.tiled);
   m.cmaUsPerByte = m.copyUsPerByte / 0.75;
-  s = shmAllReducePlan(m, 2, false, false);
+  s = makeShmPlan(m, 2, false, false);
   EXPECT_TRUE(s.push);
   EXPECT_TRUE(s.tiled);  // 2.67 against 3
   // More ranks than cores: no push whatever the rates, unless forced; never the tiled path.
-  EXPECT_FALSE(shmAllReducePlan(m, 2, true, false).push);
-  EXPECT_TRUE(shmAllReducePlan(m, 2, true, true).push);
-  EXPECT_FALSE(shmAllReducePlan(m, 2, true, false).tiled);
-  EXPECT_FALSE(shmAllReducePlan(m, 2, true, true).tiled);
+  EXPECT_FALSE(makeShmPlan(m, 2, true, false).push);
+  EXPECT_TRUE(makeShmPlan(m, 2, true, true).push);
+  EXPECT_FALSE(makeShmPlan(m, 2, true, false).tiled);
+  EXPECT_FALSE(makeShmPlan(m, 2, true, true).tiled);
   // Not measured (the default model, an older cache's fields): both, the push only uncrowded.
   m.cmaUsPerByte = 0;
-  s = shmAllReducePlan(m, 4, false, false);
+  s = makeShmPlan(m, 4, false, false);
   EXPECT_TRUE(s.push);
   EXPECT_TRUE(s.tiled);
-  EXPECT_FALSE(shmAllReducePlan(m, 4, true, false).push);
+  EXPECT_TRUE(s.gather);
+  EXPECT_TRUE(s.broadcast);
+  EXPECT_FALSE(makeShmPlan(m, 4, true, false).push);
   // Forced: both, even where the rates say no.
   m.cmaUsPerByte = 10 * m.copyUsPerByte;
-  s = shmAllReducePlan(m, 2, false, true);
+  s = makeShmPlan(m, 2, false, true);
   EXPECT_TRUE(s.push);
   EXPECT_TRUE(s.tiled);
+  EXPECT_TRUE(s.gather);
+  EXPECT_TRUE(s.broadcast);
 }
 
 // The shm all-reduce's working set stays in the cache the ranks share: one chunk up to LLC/8L,
 // pipelined pieces of LLC/64L (64 KiB at least), the same whatever the rates.
-TEST(ShmAllReducePlanPolicy, KeepsTheWorkingSetInTheCache) {
+TEST(ShmPlanPolicy, KeepsTheWorkingSetInTheCache) {
   FabricModel m;
   m.llcBytes = 32.0 * 1024 * 1024;
-  ShmAllReducePlan s = shmAllReducePlan(m, 2, false, false);
+  ShmPlan s = makeShmPlan(m, 2, false, false);
   EXPECT_EQ(s.oneChunkMaxBytes, size_t{2} << 20);
   EXPECT_EQ(s.pieceMaxBytes, size_t{256} << 10);
-  s = shmAllReducePlan(m, 4, true, false);
+  s = makeShmPlan(m, 4, true, false);
   EXPECT_EQ(s.oneChunkMaxBytes, size_t{1} << 20);
   EXPECT_EQ(s.pieceMaxBytes, size_t{128} << 10);
   m.llcBytes = 4.0 * 1024 * 1024;
-  s = shmAllReducePlan(m, 8, false, false);
+  s = makeShmPlan(m, 8, false, false);
   EXPECT_EQ(s.oneChunkMaxBytes, size_t{64} << 10);
   EXPECT_EQ(s.pieceMaxBytes, size_t{64} << 10);
 }
