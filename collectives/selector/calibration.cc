@@ -391,8 +391,8 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   for (int h : placement.hostOf) ++perHost[h];
   // v12: the segment copy-out rate through copyBytes (v11 probes copied into a malloc'd buffer
   // with glibc's memcpy, which ran 2 KiB-512 KiB copies between buffers aligned differently at
-  // 1.9 GB/s on the EPYC VM: core/copy.h); v11: the single copy's rate (cma_us_per_byte; v10 caches lack it, and the all-reduce would
-  // take single copies that this machine runs slower); v10: the kind of stores for copies into
+  // 1.9 GB/s on the EPYC VM: core/copy.h); v11: the single copy's rate (cma_us_per_byte; v10
+  // caches lack it, and the all-reduce would take single copies that this machine runs slower); v10: the kind of stores for copies into
   // shared memory (stream_shared), and the segment copy rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
   // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
   // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
