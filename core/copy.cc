@@ -16,6 +16,8 @@ std::atomic<bool> gStream{true};
 // Measured on the 2-core EPYC VM with 2 ranks (shm all-reduce, SCHED_FIFO to cut noise): below
 // 16 KiB a plain copy wins (the peer pulls a few dirty lines from this core's cache faster than
 // from memory: 8 KiB 1.3 us vs 2.1 us); from 16 KiB up streaming wins, by 3-4x at 64 KiB-2 MiB.
+// (Those plain copies were glibc's memcpy, very likely slowed by the misalignment copyBytes
+// avoids; see copy.h.)
 
 #if defined(__x86_64__)
 template <bool kStream>

@@ -7,13 +7,15 @@
 // each rank reaching the others' parts through Communicator::sharedPart.
 //   publish (private buffers only, -R 0): copy the bytes of its input that other ranks must
 //     reduce into its input part (a reduction needs both operands in memory it can load; a
-//     kernel single copy, CMA, would be the same copy). All-gather, all-to-all and broadcast
-//     publish nothing: a single copy (process_vm_readv/writev) moves private bytes once; braid
-//     uses it for all-gather and broadcast where the kernel allows (ShmSegment::singleCopy),
-//     not yet for all-to-all;
+//     kernel single copy, CMA, would be the same copy), with plain and non-temporal stores in
+//     alternate iterations (core/copy.h), the quicker kind's phases counted. All-gather,
+//     all-to-all and broadcast publish nothing: a single copy (process_vm_readv/writev) moves
+//     private bytes once; braid uses it for all-gather and broadcast where the kernel allows
+//     (ShmSegment::singleCopy) and the calibration measured it quick enough (ShmPlan), not yet
+//     for all-to-all;
 //   reduce: its share of the reduction, the second operand read from each peer's input part in
 //     turn (a block of equal size per peer), the result written into its own result part;
-//   copy: bytes copied from other ranks' parts into its output, from each peer's result part
+//   copy: bytes copied (copyBytes, core/copy.h) from other ranks' parts into its output, from each peer's result part
 //     (what that peer reduced a moment ago, still in its cache or just evicted: as an all-reduce's
 //     reduced shards are), from each peer's input part (all-gather, all-to-all), or from the
 //     root's (broadcast; every rank, the root included, copies an equal share of the n − 1

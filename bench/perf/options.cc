@@ -53,8 +53,9 @@ void printUsage(const CollectiveBench& bench, const char* prog, FILE* out) {
       "any is wrong. On one host, ceil is a memory-bound floor measured in the same run, every\n"
       "rank at once:\n"
       "  %s.\n"
-      "Each byte is read across cores from the other ranks' memory (a shared window; memcpy and\n"
-      "braid's reduce kernel; phases timed between barriers, per phase the slowest rank's median\n"
+      "Each byte is read across cores from the other ranks' memory (a shared window; braid's copy\n"
+      "loop and reduce kernel; the publish with plain and non-temporal stores in turn, the\n"
+      "quicker kept; phases timed between barriers, per phase the slowest rank's median\n"
       "iteration);\n"
       "%%ceil = ceil / time.\n",
       prog, bench.name, bench.sizeText,
