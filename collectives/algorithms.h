@@ -39,13 +39,15 @@ class Scratch {
 /// each single copy pays and what the cache holds; until it has, no single copy and no cache
 /// bound).
 struct ShmPlan {
-  bool push = false;   ///< all-reduce, one chunk: reduced shards written into the peers' outputs
-  bool tiled = false;  ///< all-reduce over a half slot: the whole all-reduce by single copies
+  bool push = false;       ///< all-reduce, one chunk: reduced shards into the peers' outputs
+  bool tiled = false;      ///< all-reduce over a half slot: all of it by single copies
   bool gather = false;     ///< all-gather: the others' blocks by single copy
   bool broadcast = false;  ///< broadcast: the root's message by single copy
-  /// All-reduce: largest message taken in one chunk (besides the half slot's bound); larger ones pipeline.
+  /// All-reduce: largest message taken in one chunk (besides the half slot's bound); larger
+  /// ones pipeline.
   size_t oneChunkMaxBytes = SIZE_MAX;
-  /// All-reduce: bound on the pipelined schedule's piece (besides the chunk and the quarter slot).
+  /// All-reduce: bound on the pipelined schedule's piece (besides the chunk and the quarter
+  /// slot).
   size_t pieceMaxBytes = SIZE_MAX;
 };
 
@@ -76,8 +78,7 @@ struct CollArgs {
   /// host's shared segment whenever this host has one (shm above is set only on a single host).
   const std::vector<int>* hostOf = nullptr;
   ShmSegment* hostShm = nullptr;
-  /// How the shm all-reduce runs here (makeShmPlan: from the model, the same on every
-  /// rank).
+  /// How the shm collectives run here (makeShmPlan: from the model, the same on every rank).
   ShmPlan shmPlan;
   /// The row the dispatcher ran (set as it runs it; BRAID_TRACE_FILE's events name it).
   mutable const char* ran = nullptr;

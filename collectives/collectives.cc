@@ -108,9 +108,8 @@ void Communicator::Impl::installSelector(std::shared_ptr<detail::Selector> selec
   setStreamToShared(stream == "on" ||
                     (stream != "off" && selector->costModel().model().streamShared));
   if (segment_) {
-    shmPlan_ = detail::makeShmPlan(
-        selector->costModel().model(), segment_->localSize(), !segment_->singleCopyUncrowded(),
-        segment_->singleCopyForced());
+    shmPlan_ = detail::makeShmPlan(selector->costModel().model(), segment_->localSize(),
+                                   !segment_->singleCopyUncrowded(), segment_->singleCopyForced());
   }
   {
     std::lock_guard<std::mutex> lock(selectorMu_);

@@ -15,11 +15,11 @@
 //     for all-to-all;
 //   reduce: its share of the reduction, the second operand read from each peer's input part in
 //     turn (a block of equal size per peer), the result written into its own result part;
-//   copy: bytes copied (copyBytes, core/copy.h) from other ranks' parts into its output, from each peer's result part
-//     (what that peer reduced a moment ago, still in its cache or just evicted: as an all-reduce's
-//     reduced shards are), from each peer's input part (all-gather, all-to-all), or from the
-//     root's (broadcast; every rank, the root included, copies an equal share of the n − 1
-//     copies the others need).
+//   copy: bytes copied (copyBytes, core/copy.h) from other ranks' parts into its output, from
+//     each peer's result part (what that peer reduced a moment ago, still in its cache or just
+//     evicted: as an all-reduce's reduced shards are), from each peer's input part (all-gather,
+//     all-to-all), or from the root's (broadcast; every rank, the root included, copies an
+//     equal share of the n − 1 copies the others need).
 // Phases are separated by barriers that are not timed; a phase's time is the slowest rank's median
 // over the iterations, and the ceiling is the sum of the phases' times (with --rounds, the median
 // round's: runner.cc). Every byte crosses cores

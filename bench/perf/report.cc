@@ -174,7 +174,7 @@ void Report::printHeader() const {
     }
     std::printf("# ceiling    : %s;\n"
                 "#              every rank at once, each byte read across cores from the other\n"
-                "#              ranks' memory in a shared window, braid's copy loop and reduce\n"
+                "#              ranks' memory in a shared window, braid's copy and reduce\n"
                 "#              kernel, in this run (column \"ceil\"); %%ceil = ceil / time\n",
                 formula.c_str());
   }
