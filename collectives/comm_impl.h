@@ -227,8 +227,9 @@ class Communicator::Impl {
   std::unique_ptr<detail::Tracer> tracer_;  // before p2p_, which points to it
   std::unique_ptr<detail::P2p> p2p_;
   detail::Scratch scratch_, outerScratch_;
-  /// The shm all-reduce's single copies the model in effect pays for (installSelector; read by
-  /// the thread that executes, which also installs a re-probed model).
+  /// How the shm collectives run under the model in effect: its single copies and cache bounds
+  /// (installSelector; read by the thread that executes, which also installs a re-probed
+  /// model).
   detail::ShmPlan shmPlan_;
   /// allocShared without a segment: start → (window id, bytes); ids count every allocShared.
   std::map<void*, std::pair<uint32_t, size_t>> privateWindows_;

@@ -78,8 +78,8 @@ class ShmSegment {
   /// Single copies, and every local rank has a core of its own in every rank's view (agreed, as
   /// singleCopyMinBytes is): where the all-reduce may take its single copies.
   bool singleCopyUncrowded() const { return singleCopyMinBytes_ == kSingleCopyMinBytes; }
-  /// Every local rank set BRAID_SHM_CMA=on (and singleCopy()): the all-reduce's single copies
-  /// run wherever they can, whatever the calibration measured.
+  /// Every local rank set BRAID_SHM_CMA=on (and singleCopy()): the single copies run wherever
+  /// they can, whatever the calibration measured (makeShmPlan).
   bool singleCopyForced() const { return singleCopyForced_; }
   static constexpr size_t kNoSingleCopy = ~size_t{0};
   /// Copies bytes at address `remote` in local rank i's process to dst (singleCopy() only);

@@ -316,9 +316,9 @@ const std::vector<ParamDef>& paramTable() {
        "Single copies on one host with process_vm_readv/writev, where the kernel allows it "
        "(checked at start-up): all-gather and broadcast read (a broadcast's root also writes) "
        "the peers' buffers in place, the all-reduce writes its reduced shards into the peers' "
-       "outputs; auto = the all-reduce's single copies only where the calibration measured them "
-       "quick enough against copies through the segment, on = wherever they can run, off = "
-       "always copy through the shared segment"},
+       "outputs; auto = each single copy only where the calibration measured it quick enough "
+       "against copies through the segment, on = wherever they can run, off = always copy "
+       "through the shared segment"},
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "

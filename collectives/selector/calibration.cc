@@ -392,15 +392,16 @@ std::string fabricFingerprint(const Placement& placement, const std::string& tra
   // v12: the segment copy-out rate through copyBytes (v11 probes copied into a malloc'd buffer
   // with glibc's memcpy, which ran 2 KiB-512 KiB copies between buffers aligned differently at
   // 1.9 GB/s on the EPYC VM: core/copy.h); v11: the single copy's rate (cma_us_per_byte; v10
-  // caches lack it, and the all-reduce would take single copies that this machine runs slower); v10: the kind of stores for copies into
-  // shared memory (stream_shared), and the segment copy rate with that kind; v9: one core's copy alone (v8 caches lack it), and the segment copy rate without the page
-  // faults of a half's first touch (earlier caches may hold a rate 1.2-1.8x too slow); v8: the
-  // small segment copy rate from the lower quartile of 48 rounds (v7 took the median of nine,
-  // which could catch the rounds out of step); v7: α and one-way α from the 10th percentile of
-  // their rounds (v6 caches may hold a median taken on a busy machine); v6: one-way α (half an
-  // 8-byte ping-pong) besides the exchange step, 8 KiB β and segment
-  // copies (below the streaming threshold); v5: bandwidth rounds of one kind back to back (lower
-  // median). Caches of older probes are ignored.
+  // caches lack it, and the all-reduce would take single copies that this machine runs
+  // slower); v10: the kind of stores for copies into shared memory (stream_shared), and the
+  // segment copy rate with that kind; v9: one core's copy alone (v8 caches lack it), and the
+  // segment copy rate without the page faults of a half's first touch (earlier caches may hold
+  // a rate 1.2-1.8x too slow); v8: the small segment copy rate from the lower quartile of 48
+  // rounds (v7 took the median of nine, which could catch the rounds out of step); v7: α and
+  // one-way α from the 10th percentile of their rounds (v6 caches may hold a median taken on a
+  // busy machine); v6: one-way α (half an 8-byte ping-pong) besides the exchange step, 8 KiB β
+  // and segment copies (below the streaming threshold); v5: bandwidth rounds of one kind back to
+  // back (lower median). Caches of older probes are ignored.
   std::string s = "v12 hosts=" + std::to_string(placement.numHosts()) + " per_host=";
   for (int n : perHost) s += std::to_string(n) + ",";
   s += " transport=" + transport + " segment=" + (placement.segment ? "1" : "0") + " " +

@@ -79,7 +79,7 @@ struct FabricModel {
   double syncUs = 1.0;  ///< one arrive/wait hand-off through the intra-host segment
   /// µs per byte of a single copy from a peer's private buffer (process_vm_readv, 2 MiB, every
   /// local rank reading at once); 0 = not measured (no single copy here, or the default model).
-  /// Beside copyUsPerByte it decides where the shm all-reduce's single copies pay
+  /// Beside copyUsPerByte it decides where the shm collectives' single copies pay
   /// (makeShmPlan): on a 2-core EPYC VM it ran at 0.58x a copy through the segment
   /// (7.5 GB/s against 12.9), on the Intel VM at 0.7-0.8x.
   double cmaUsPerByte = 0;
