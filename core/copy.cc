@@ -112,6 +112,7 @@ void copyToSharedAndLocal(void* shared, void* local, const void* src, size_t byt
   if (bytes >= kCopyStreamMinBytes && streamToShared()) {
     return loopCopy<true, true>(shared, local, src, bytes);
   }
+  if (bytes >= kCopyLoopMinBytes) return loopCopy<false, true>(shared, local, src, bytes);
 #endif
   copyBytes(shared, src, bytes);
   copyBytes(local, src, bytes);

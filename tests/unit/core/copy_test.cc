@@ -15,8 +15,8 @@ TEST(CopyToShared, BothKindsOfStoresCopyExactly) {
   for (bool stream : {true, false}) {
     setStreamToShared(stream);
     EXPECT_EQ(streamToShared(), stream);
-    for (size_t n : {size_t{1}, size_t{63}, kCopyStreamMinBytes - 1, kCopyStreamMinBytes,
-                     kCopyStreamMinBytes + 17, size_t{1} << 20}) {
+    for (size_t n : {size_t{1}, size_t{63}, kCopyLoopMinBytes + 5, kCopyStreamMinBytes - 1,
+                     kCopyStreamMinBytes, kCopyStreamMinBytes + 17, size_t{1} << 20}) {
       for (size_t skew : {size_t{0}, size_t{3}}) {
         std::vector<uint8_t> src(n + 8), dst(n + 8, 0xAB);
         for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
@@ -24,11 +24,15 @@ TEST(CopyToShared, BothKindsOfStoresCopyExactly) {
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(dst[skew + i], src[i]) << n << " " << i;
         for (size_t i = skew + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xAB);
         std::vector<uint8_t> shared(n + 8, 0), mine(n + 8, 0);
-        copyToSharedAndLocal(shared.data() + skew, mine.data(), src.data(), n);
+        copyToSharedAndLocal(shared.data() + skew, mine.data() + 8 - skew, src.data(), n);
         for (size_t i = 0; i < n; ++i) {
           ASSERT_EQ(shared[skew + i], src[i]);
-          ASSERT_EQ(mine[i], src[i]);
+          ASSERT_EQ(mine[8 - skew + i], src[i]);
         }
+        for (size_t i = 0; i < skew; ++i) ASSERT_EQ(shared[i], 0);
+        for (size_t i = 0; i < 8 - skew; ++i) ASSERT_EQ(mine[i], 0);
+        for (size_t i = skew + n; i < shared.size(); ++i) ASSERT_EQ(shared[i], 0);
+        for (size_t i = 8 - skew + n; i < mine.size(); ++i) ASSERT_EQ(mine[i], 0);
         std::vector<uint8_t> as(n, 0);
         copyToSharedAs(!stream, as.data(), src.data(), n);
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(as[i], src[i]);
