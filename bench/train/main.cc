@@ -10,19 +10,22 @@
 // deadline: the ideal, contention-free case) or by a memory-bound triad loop (the same deadline,
 // spent streaming memory: CPU memory-bandwidth contention, not GPU SMs). Every output line says
 // compute=emulated(...). Per (profile, mode), after -w warm-up steps (the first one rebuilds the
-// layout; auto sizes its buckets from it), three phases of -n steps each:
+// layout; auto sizes its buckets from it), -n comm-only steps, then -n compute-only steps
+// alternating with -n overlapped steps:
+//   comm-only     T_comm0: every gradient marked ready at once, no compute;
 //   compute-only  T_comp0: the same emulated backward without the Bucketer (no copies into
 //                 buckets, no collectives): what the step costs without braid, so that copying
 //                 gradients in and out counts as exposed, as a user timing the step sees it;
-//   comm-only     T_comm0: every gradient marked ready at once, no compute;
 //   overlapped    T_step : compute and communication together.
 // A step's time is the slowest rank's; each figure is the median over the -n steps.
 // exposed = T_step − T_comp0, η = 1 − exposed/T_comm0 clamped to [0, 1] (shared/docs/
 // compression-overlap.md §4); ω = |comm ∩ compute| / |comm| from the Bucketer's own metrics
 // (rank 0, median); tail = finishStep() wait (rank 0, median); tail_floor = the last-ready
-// gradient all-reduced alone after the three phases (-n times, nothing else in flight, no
-// compute; slowest rank, median): the exposed time no bucket layout can remove, since that
-// gradient exists only when backward ends. exposed_per_floor = exposed / tail_floor.
+// gradient all-reduced alone at the end of each compute-only step, as its backward ends
+// (nothing else in flight, outside the step's time; slowest rank, median): the exposed time no
+// bucket layout can remove, since that gradient exists only when backward ends.
+// exposed_per_floor = the median over the overlapped steps of (T_step − T_comp0) ÷ the floor
+// taken just before that step.
 //
 // Modes: per-tensor = one all-reduce per gradient (a bucket per tensor, same engine);
 // fixed-25m = 25 MiB buckets with a 1 MiB first bucket (DDP's defaults); auto = braid's sizing.
@@ -56,8 +59,8 @@
 #include "braid/git_revision.h"
 #include "core/clock.h"
 #include "core/params.h"
-#include "transport/bootstrap/local_launch.h"
 #include "transport/bootstrap/launchers.h"
+#include "transport/bootstrap/local_launch.h"
 
 namespace braid::bench {
 namespace {
@@ -395,30 +398,31 @@ int runRank(const Options& o) {
           s = runStep(**cb, md, Phase::kStep, o.compute, &triad, o.zeroCopy, nullptr, &so);
         }
         for (int i = 0; i < o.steps && s.isOk(); ++i) {
-          s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, o.zeroCopy, &late, &so);
-          comp.push_back(so.ms);
-        }
-        for (int i = 0; i < o.steps && s.isOk(); ++i) {
           s = runStep(**cb, md, Phase::kComm, o.compute, &triad, o.zeroCopy, nullptr, &so);
           commOnly.push_back(so.ms);
         }
+        // Compute-only and overlapped steps alternate, and each compute-only step ends with the
+        // tail floor: the last-ready gradient all-reduced alone as that emulated backward ends
+        // (nothing else in flight, no compute running), from the state the overlapped step's
+        // tail starts from, a moment apart. No bucket layout can finish a step sooner after
+        // its last gradient. (Taken after all the phases instead, back to back, the floor ran
+        // ~10% faster on the 2-core VM than the same all-reduce after an emulated backward, and
+        // this VM's speed drifts up to 2x between minutes.)
+        std::vector<float> last(md.grads[static_cast<size_t>(lastTensor)]);
         for (int i = 0; i < o.steps && s.isOk(); ++i) {
+          s = runStep(**cb, md, Phase::kCompute, o.compute, &triad, o.zeroCopy, &late, &so);
+          comp.push_back(so.ms);
+          if (!s.isOk()) break;
+          const uint64_t t0 = nowNs();
+          s = comm.allReduce(last.data(), last.data(), last.size(), DataType::kFloat32,
+                             ReduceOp::kSum);
+          tailFloor.push_back(static_cast<double>(nowNs() - t0) * 1e-6);
+          if (!s.isOk()) break;
           s = runStep(**cb, md, Phase::kStep, o.compute, &triad, o.zeroCopy, &late, &so);
           step.push_back(so.ms);
           omega.push_back(so.m.overlap);
           tail.push_back(so.m.exposedMs);
           skew.push_back(so.m.maxSkewMs);
-        }
-        // The tail floor: the last-ready gradient all-reduced alone, nothing else in flight
-        // and no compute running; no bucket layout can finish the step sooner after it.
-        if (s.isOk()) {
-          std::vector<float> last(md.grads[static_cast<size_t>(lastTensor)]);
-          for (int i = 0; i < o.steps && s.isOk(); ++i) {
-            const uint64_t t0 = nowNs();
-            s = comm.allReduce(last.data(), last.data(), last.size(), DataType::kFloat32,
-                               ReduceOp::kSum);
-            tailFloor.push_back(static_cast<double>(nowNs() - t0) * 1e-6);
-          }
         }
         if (s.isOk()) {
           // The slowest rank per step (the Bucketer's engine is idle between steps).
@@ -450,6 +454,11 @@ int runRank(const Options& o) {
         const double exposed = std::max(0.0, tStep - tComp);
         const double eta = tComm > 0 ? std::clamp(1.0 - exposed / tComm, 0.0, 1.0) : 1.0;
         const double floorMs = median(tailFloor);
+        // Each overlapped step's exposed time against the floor taken just before it.
+        std::vector<double> perFloor;
+        for (size_t i = 0; i < step.size() && i < tailFloor.size(); ++i) {
+          if (tailFloor[i] > 0) perFloor.push_back(std::max(0.0, step[i] - tComp) / tailFloor[i]);
+        }
         const size_t buckets = (*cb)->bucketCount();
         if (rank == 0) {
           char line[1024];
@@ -464,9 +473,9 @@ int runRank(const Options& o) {
                    o.zeroCopy ? "zero-copy" : "copy", p, md.grads.size(),
                    static_cast<double>(bytes) / (1 << 20),
                    static_cast<double>(so.m.wireBytes) / (1 << 20), buckets, tStep, tComp, tComm,
-                   exposed, eta, median(omega), median(tail), floorMs,
-                   floorMs > 0 ? exposed / floorMs : 0.0, median(skew), late[0],
-                   tStep > 0 ? (tComp + tComm) / tStep : 0.0, computeLabel.c_str(), link.c_str());
+                   exposed, eta, median(omega), median(tail), floorMs, median(perFloor),
+                   median(skew), late[0], tStep > 0 ? (tComp + tComm) / tStep : 0.0,
+                   computeLabel.c_str(), link.c_str());
           printf("%s\n", line);
           fflush(stdout);
           if (json != nullptr) {
@@ -476,14 +485,14 @@ int runRank(const Options& o) {
                     "\"tensors\":%zu,\"bytes\":%zu,\"wire_bytes\":%llu,"
                     "\"buckets\":%zu,\"step_ms\":%.4f,\"compute_ms\":%.4f,\"comm_ms\":%.4f,"
                     "\"exposed_ms\":%.4f,\"eta\":%.4f,\"omega\":%.4f,\"tail_ms\":%.4f,"
-                    "\"tail_floor_ms\":%.4f,"
+                    "\"tail_floor_ms\":%.4f,\"exposed_per_floor\":%.4f,"
                     "\"skew_ms\":%.4f,\"late_p99_ms\":%.4f,\"backward_ms\":%.1f,\"steps\":%d,"
                     "\"compute\":\"%s\",\"link\":\"%s\",\"device\":\"cpu\"}\n",
                     md.prof.name.c_str(), mode.c_str(), codecLabel.c_str(),
                     o.zeroCopy ? "zero-copy" : "copy", p, md.grads.size(), bytes,
                     static_cast<unsigned long long>(so.m.wireBytes), buckets, tStep, tComp, tComm,
-                    exposed, eta, median(omega), median(tail), floorMs, median(skew), late[0],
-                    backwardMs, o.steps, computeLabel.c_str(), link.c_str());
+                    exposed, eta, median(omega), median(tail), floorMs, median(perFloor),
+                    median(skew), late[0], backwardMs, o.steps, computeLabel.c_str(), link.c_str());
             fflush(json);
           }
         }

@@ -4,7 +4,8 @@
 # object per profile and mode with the named fields, the profiles' tensor counts, one bucket per
 # tensor in per-tensor mode, exposed = step - compute and eta = 1 - exposed/comm as defined, and
 # every text line labelled compute=emulated ... device=cpu; tail_floor_ms, the last-ready
-# gradient's all-reduce alone, was timed; --zero-copy runs and says so (grads=zero-copy).
+# gradient's all-reduce alone, was timed, and exposed_per_floor reported; --zero-copy runs and
+# says so (grads=zero-copy).
 set -euo pipefail
 bin=$1
 dir=$(mktemp -d)
@@ -27,11 +28,14 @@ assert len(rows) == 6 and got == want, f"rows {sorted(got)}"
 for r in rows:
     where = f"{r['profile']}/{r['mode']}"
     for k in ("profile", "mode", "ranks", "tensors", "step_ms", "compute_ms", "comm_ms",
-              "exposed_ms", "eta", "buckets", "compute", "device", "tail_floor_ms"):
+              "exposed_ms", "eta", "buckets", "compute", "device", "tail_floor_ms",
+              "exposed_per_floor"):
         assert k in r, f"{where}: no {k}"
     # The last gradient alone was timed (a load on the machine can make it slower than comm_ms,
     # so no upper bound).
     assert r["tail_floor_ms"] > 0, f"{where}: tail floor {r['tail_floor_ms']}"
+    # Per step: (step - compute) / the floor taken just before it; the median of those.
+    assert 0 <= r["exposed_per_floor"] < 1e6, f"{where}: exposed_per_floor {r['exposed_per_floor']}"
     assert r["ranks"] == 2, where
     assert r["tensors"] == tensors[r["profile"]], f"{where}: {r['tensors']} tensors"
     assert 1 <= r["buckets"] <= r["tensors"], where
