@@ -223,7 +223,8 @@ Status beginSingleCopy(const CollArgs& a, const void* sendbuf, const void* recvb
 void foldSharedWindows(const CollArgs& a, const WindowedCall& w, size_t first, size_t count,
                        uint8_t* dst, bool stream);
 
-/// Copies src to dst unless they are the same buffer.
+/// Copies src to dst unless they are the same buffer: copyBytes where the two do not overlap,
+/// memmove where they do.
 void copyIfDistinct(void* dst, const void* src, size_t bytes);
 
 /// How an all-reduce over P2p starts: the input copied to the output (unless in place) and the
