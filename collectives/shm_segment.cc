@@ -36,7 +36,10 @@ struct ShmSegment::Header {
   // (agreeSingleCopy's Verdict; 0 not yet).
   alignas(kLine) std::atomic<uint64_t> bases[kMaxLocalRanks];
   alignas(kLine) std::atomic<int32_t> singleCopy[kMaxLocalRanks];
+  // The last generation a rank claimed with claim(g), and which: (g << 8) | local index.
+  alignas(kLine) std::atomic<uint64_t> claimWord;
 };
+static_assert(kMaxLocalRanks <= 256, "claimWord keeps the local index in 8 bits");
 
 struct ShmSegment::Control {
   // The announced operation: seq (0 while being written), packed fingerprint, count.
@@ -358,6 +361,20 @@ Status ShmSegment::waitArrivedFrom(int i, uint64_t g, bool checkFingerprints) {
 }
 
 Status ShmSegment::waitDone(uint64_t g) { return waitFlag(false, g, false); }
+
+Status ShmSegment::waitDoneFrom(int i, uint64_t g) { return waitFlag(false, g, false, i); }
+
+int ShmSegment::claim(uint64_t g) {
+  uint64_t cur = header_->claimWord.load(std::memory_order_acquire);
+  const uint64_t mine = (g << 8) | static_cast<uint64_t>(me_);
+  while ((cur >> 8) < g) {
+    if (header_->claimWord.compare_exchange_weak(cur, mine, std::memory_order_acq_rel,
+                                                 std::memory_order_acquire)) {
+      return me_;
+    }
+  }
+  return static_cast<int>(cur & 0xff);
+}
 
 Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints, int only) {
   int n = localSize();

@@ -109,6 +109,13 @@ class ShmSegment {
   /// The same for local rank i alone (a pipelined broadcast's readers wait for the root only).
   Status waitArrivedFrom(int i, uint64_t g, bool checkFingerprints);
   Status waitDone(uint64_t g);
+  /// The same for local rank i's done flag alone.
+  Status waitDoneFrom(int i, uint64_t g);
+  /// After waitArrived(g): the first local rank to call this for generation g gets its own index
+  /// back, every later caller that same index (one rank does a piece of work for the others,
+  /// who then waitDoneFrom it). Generations claimed must grow: every rank claims g only after
+  /// all arrived at g, so nobody claims g + 1 before every caller of g has claimed it.
+  int claim(uint64_t g);
   /// After a kTimeout from a wait (or in the stall hook): the local rank (its communicator
   /// rank) that has not arrived.
   const std::vector<int>& stalledPeers() const { return stalledPeers_; }

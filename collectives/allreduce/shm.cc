@@ -8,7 +8,16 @@
 //     where a second hand-off costs more context switches than the extra reductions: 4 ranks on
 //     2 cores reduce 32 KiB in 21 µs this way, in 33 µs the large way):
 //     copy in → arrive → every rank reduces the whole chunk from all p slots in rank order into
-//     its own output (one synchronization, identical results);
+//     its own output (one synchronization, identical results). With ranks outnumbering cores,
+//     from kFoldOnceMinBytes (1 KiB), one rank folds for all instead: the first to claim the
+//     generation (ShmSegment::claim) reduces the p slots into its own slot and raises its done
+//     flag; the others wait for that flag alone and copy the result out. (p − 1) folds of the
+//     chunk where there were p·(p − 1), on cores that run the ranks one after another.
+//     Measured on the 2-core EPYC VM (braid-perf, 3 alternated rounds, medians, out of place,
+//     fold once against every rank folding): 8 ranks 4 KiB 14.8 µs against 14.6 (25.4 in a slower
+//     spell), 32 KiB 46 against 55, 64 KiB 72 against 118; 4 ranks 1 KiB 3.8 against 5.6,
+//     4 KiB 7.3 against 9.3, 32 KiB 24 against 34, 64 KiB 42 against 54; at 64 B the wait
+//     for the folding rank cost a hand-off (4 ranks 5.8 µs against 4.2), at 512 B they tied;
 //   large chunks: copy in → arrive → rank i reduces shard i (n/p elements) across the p slots in
 //     place in its own slot → done → every rank copies the p reduced shards out. Where the ranks
 //     may write each other's memory (ShmSegment::singleCopyMinBytes(), from 16 KiB), every rank
@@ -29,7 +38,9 @@
 // a.shmPlan.pieceMaxBytes (LLC/64L: 256 KiB for 2 ranks and 32 MiB). Measured on the 2-core VM
 // (braid-perf -a shm,hierarchical --rounds 7, 4–64 MiB, 1 MiB pieces): 4 ranks 0–11% faster in
 // all six rows, 2 ranks within ±4% either way.
-// Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ; large: 2·α_sync +
+// Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ (crowded, every rank folding: the
+//   reductions times the ranks per core; one rank folding: α_sync + 2·S/B_copy + (p−1)·S·γ);
+//   large: 2·α_sync +
 //   (p−1)/p·S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/p/B_copy (publish) + (p−1)/p·S/B_copy
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
 //   and γ the reduction cost per byte. Nothing is sent over a transport; there is no (p−1)/p
@@ -46,6 +57,8 @@ namespace {
 
 constexpr size_t kSmallBytes = 16 * 1024;
 constexpr size_t kSmallBytesCrowded = 64 * 1024;  // ranks outnumber cores
+// Ranks outnumber cores: from here one rank folds a small chunk for all (see the top).
+constexpr size_t kFoldOnceMinBytes = 1024;
 
 // Send and receive buffers in shared windows on every rank (Communicator::allocShared): the
 // ranks read each other's buffers where they lie, so none of the staging copies below happens.
@@ -168,6 +181,26 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t count, 
   if (pushOut) seg->setWindowRefs(g, 0, reinterpret_cast<uintptr_t>(recvbuf));
   seg->arrive(g, a.seq, a.fp);
   BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
+  if (small && seg->oversubscribed() && p > 1 && bytes >= kFoldOnceMinBytes) {
+    // Ranks outnumber cores: one rank folds, the others copy its result. The first to claim
+    // the generation (usually the last to arrive, the one on a core) folds the p contributions
+    // in rank order into its own slot (its own from its input, which it has not written yet),
+    // then raises its done flag; everyone copies the slot out. p − 1 folds of the chunk where
+    // every rank folding took p·(p − 1), on cores that run the ranks one after another.
+    const int r = seg->claim(g);
+    uint8_t* result = seg->half(r, h);
+    if (r == me) {
+      auto contribution = [&](int i) -> const uint8_t* { return i == me ? src : seg->half(i, h); };
+      a.reduce(result, contribution(0), contribution(1), count);
+      for (int i = 2; i < p; ++i) a.reduce(result, result, contribution(i), count);
+      if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, result, count, p);
+      seg->markDone(g);
+    } else {
+      BRAID_RETURN_IF_ERROR(seg->waitDoneFrom(r, g));
+    }
+    copyBytes(dst, result, bytes);
+    return Status::ok();
+  }
   if (small) {
     // Every rank folds the p contributions in rank order, so all get the same bits; its own
     // contribution is read from its input (in cache), not from its streamed-out slot.
@@ -235,10 +268,14 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
   // sync and copy were measured with every local rank at once (their contention included);
   // the reduction kernel alone on one core, so it pays the oversubscription.
   if (bytes <= (m.crowded() ? kSmallBytesCrowded : kSmallBytes)) {
-    // One hand-off: arrive, then every rank folds all slots.
+    // One hand-off: arrive, then every rank folds all slots, or with the ranks outnumbering the
+    // cores one rank folds them while the others wait, then all copy its result out.
     // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
-    return f.syncUs +
-           mem * (dn * f.segmentCopyUsPerByte(dn) + cpu * (L - 1) * dn * f.gammaUsPerByte);
+    const double copy = dn * f.segmentCopyUsPerByte(dn);
+    if (m.crowded() && bytes >= kFoldOnceMinBytes) {
+      return f.syncUs + mem * (2 * copy + (L - 1) * dn * f.gammaUsPerByte);
+    }
+    return f.syncUs + mem * (copy + cpu * (L - 1) * dn * f.gammaUsPerByte);
   }
   // Copies: the others' shards in ((L−1)/L), the reduced own shard back (1/L), the others'
   // reduced shards out ((L−1)/L); with the single copy, no shard back: the own reduced shard

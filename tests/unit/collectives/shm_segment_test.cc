@@ -1,7 +1,8 @@
 // The intra-host segment's creation protocol: local rank 0 creates and sizes the named region,
 // the others open it. A peer that opens the name between creation and sizing must wait for the
 // size instead of mapping an empty file (reading its header would SIGBUS the process). And a
-// waiter's liveness check: a peer that finished and left is not a peer that died.
+// waiter's liveness check: a peer that finished and left is not a peer that died. And claim:
+// one rank per generation does a piece of work for all.
 #include "collectives/shm_segment.h"
 
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -133,6 +135,59 @@ TEST_F(ShmSegmentTest, APeerThatRaisedItsFlagAndLeftIsNoError) {
     shm_unlink(name_.c_str());
   }
   name_ = base;
+}
+
+// Four ranks (threads, each with its own mapping) pass 2000 generations: in each, every rank
+// arrives, waits for all, claims; exactly one rank gets its own index back, and the others get
+// that same index. The winner then raises its done flag, which the others wait for alone.
+TEST_F(ShmSegmentTest, OneRankClaimsEachGenerationAndAllAgreeWhich) {
+  constexpr int kRanks = 4;
+  constexpr int kGenerations = 2000;
+  std::vector<std::vector<int>> got(kRanks, std::vector<int>(kGenerations, -1));
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      auto seg = ShmSegment::create(name_, store_.get(), prefix_, 42, {0, 1, 2, 3}, r, 1 << 16,
+                                    10000);
+      if (!seg.isOk()) {
+        errors[r] = seg.status().toString();
+        return;
+      }
+      Fingerprint fp;
+      fp.count = 1;
+      for (int i = 0; i < kGenerations; ++i) {
+        const uint64_t g = (*seg)->nextGeneration();
+        (*seg)->arrive(g, g, fp);
+        Status s = (*seg)->waitArrived(g, true);
+        if (s.isOk()) {
+          const int w = (*seg)->claim(g);
+          got[r][i] = w;
+          if (w == r) {
+            (*seg)->markDone(g);
+          } else if (w >= 0 && w < kRanks) {
+            s = (*seg)->waitDoneFrom(w, g);
+          }
+        }
+        if (!s.isOk()) {
+          errors[r] = "generation " + std::to_string(g) + ": " + s.toString();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+  }
+  for (int i = 0; i < kGenerations; ++i) {
+    const int w = got[0][i];
+    ASSERT_GE(w, 0);
+    ASSERT_LT(w, kRanks);
+    for (int r = 1; r < kRanks; ++r) {
+      ASSERT_EQ(got[r][i], w) << "generation " << i + 1 << ", rank " << r;
+    }
+  }
 }
 
 }  // namespace
