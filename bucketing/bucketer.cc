@@ -10,6 +10,7 @@
 #include "braid/comm.hpp"
 #include "bucketing/bucketer_impl.h"
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/reduce.h"
@@ -297,7 +298,7 @@ void Bucketer::Impl::applyPlan(const detail::BucketPlan& plan) {
     for (size_t i = 0; i < n; ++i) {
       const Bucket& ob = *buckets_[static_cast<size_t>(bucketOf_[i])];
       Bucket& b = *nb[static_cast<size_t>(newBucketOf[i])];
-      std::memcpy(b.data + newOffset[i], ob.live + offsetOf_[i], specs_[i].bytes());
+      copyBytes(b.data + newOffset[i], ob.live + offsetOf_[i], specs_[i].bytes());
     }
   }
   buckets_ = std::move(nb);
@@ -467,7 +468,7 @@ Status Bucketer::Impl::markInternal(int idx, void* grad, bool unused) {
       } else if (reducesInPlace(b) && bytes > 0) {
         b.live = static_cast<uint8_t*>(grad);
       } else if (bytes > 0) {
-        std::memcpy(slot, grad, bytes);
+        copyBytes(slot, grad, bytes);
       }
       hasData_[i] = 1;
       if (!stepAccumulate_) userPtr_[i] = grad;

@@ -39,6 +39,7 @@
 #include "braid/comm.hpp"
 #include "bucketing/bucketer_impl.h"
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "core/trace.h"
 
@@ -180,7 +181,7 @@ Status Bucketer::Impl::calibrate() {
       double best = 1e30;
       for (int i = 0; i < 2; ++i) {
         const uint64_t t0 = nowNs();
-        std::memcpy(to.data(), from.data(), n);
+        copyBytes(to.data(), from.data(), n);
         best = std::min(best, static_cast<double>(nowNs() - t0));
       }
       model_.copyNsPerByte = best / static_cast<double>(n);
@@ -243,7 +244,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
       const size_t off = offsetOf_[static_cast<size_t>(idx)];
       const size_t lo = std::max(off, from);
       const size_t hi = std::min(off + specs_[static_cast<size_t>(idx)].bytes(), to);
-      if (dst != nullptr && lo < hi) std::memcpy(dst + (lo - off), b.data + lo, hi - lo);
+      if (dst != nullptr && lo < hi) copyBytes(dst + (lo - off), b.data + lo, hi - lo);
     }
   };
   // The codecs' step index: communicating steps only, the same count on every rank.
