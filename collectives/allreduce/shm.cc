@@ -39,7 +39,7 @@
 // (braid-perf -a shm,hierarchical --rounds 7, 4–64 MiB, 1 MiB pieces): 4 ranks 0–11% faster in
 // all six rows, 2 ranks within ±4% either way.
 // Cost for S bytes: small: α_sync + S/B_copy + (p−1)·S·γ (crowded, every rank folding: the
-//   reductions times the ranks per core; one rank folding: α_sync + 2·S/B_copy + (p−1)·S·γ);
+//   reductions times the ranks per core; one rank folding: 2·α_sync + 2·S/B_copy + (p−1)·S·γ);
 //   large: 2·α_sync +
 //   (p−1)/p·S/B_copy (in) + (p−1)/p·S·γ (reduce) + S/p/B_copy (publish) + (p−1)/p·S/B_copy
 //   (out), where α_sync is one cache-line hand-off (~0.1–1 µs), B_copy the memory copy bandwidth
@@ -258,7 +258,7 @@ void plan(const CostModel& /*model*/, CostPlan* /*plan*/) {}
 double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t chunkBytes) {
   const FabricModel& f = m.model();
   const int L = m.placement().size();
-  const ShmPlan how = makeShmPlan(f, L, m.crowded(), false);
+  const ShmPlan how = m.shmPlan();
   if (bytes > m.placement().segmentHalfBytes || bytes > how.oneChunkMaxBytes) {
     return allReduceHierarchicalUs(m, bytes, false, std::min(chunkBytes, how.pieceMaxBytes));
   }
@@ -273,7 +273,9 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t c
     // Below 16 KiB the copy is a memcpy whose lines the peers pull from this core's cache.
     const double copy = dn * f.segmentCopyUsPerByte(dn);
     if (m.crowded() && bytes >= kFoldOnceMinBytes) {
-      return f.syncUs + mem * (2 * copy + (L - 1) * dn * f.gammaUsPerByte);
+      // Two hand-offs: every rank's arrival, then the folding rank's done flag (at 64 B this
+      // wait cost 4 ranks on 2 cores 5.8 us against 4.2 for every rank folding).
+      return 2 * f.syncUs + mem * (2 * copy + (L - 1) * dn * f.gammaUsPerByte);
     }
     return f.syncUs + mem * (copy + cpu * (L - 1) * dn * f.gammaUsPerByte);
   }
