@@ -616,6 +616,7 @@ Result<std::shared_ptr<detail::Selector>> Communicator::Impl::buildSelector(
   // Agreed by every rank of the one host (the segment's algorithms run on one host only).
   if (placement.segment && numHosts_ == 1 && segment_) {
     placement.singleCopyMinBytes = segment_->singleCopyMinBytes();
+    placement.singleCopyForced = segment_->singleCopyForced();
   }
 
   detail::ProbeContext ctx;

@@ -123,7 +123,7 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /
   const double copy = f.segmentCopyUsPerByte(std::min(block, piece));
   // Single copy: two hand-offs, then the p − 1 blocks pulled and the own one copied.
   if (block >= static_cast<double>(m.placement().singleCopyMinBytes) &&
-      makeShmPlan(f, L, m.crowded(), false).gather) {
+      m.shmPlan().gather) {
     return 2 * f.syncUs + mem * block * f.segmentCopyUsPerByte(block) * L;
   }
   return std::max(1.0, std::ceil(block / piece)) * f.syncUs + mem * block * copy * L;

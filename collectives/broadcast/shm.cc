@@ -130,7 +130,7 @@ double cost(const CostModel& m, const CostPlan& /*plan*/, size_t bytes, size_t /
   const FabricModel& f = m.model();
   const double dn = static_cast<double>(bytes);
   if (bytes >= m.placement().singleCopyMinBytes &&
-      makeShmPlan(f, m.placement().size(), m.crowded(), false).broadcast) {
+      m.shmPlan().broadcast) {
     // Two hand-offs and a reader's pull of the message (out of place; in place the root takes
     // 1/p of it), at the cross-core copy rate (process_vm_readv ran at 0.7–0.8 of memcpy on
     // the Intel VM).

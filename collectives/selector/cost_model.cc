@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "collectives/shm_segment.h"
 #include "core/copy.h"
 
 namespace braid::detail {
@@ -261,6 +262,14 @@ ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool for
   s.gather = cma * (L - 1) < copy * L;
   s.broadcast = cma < copy;
   return s;
+}
+
+ShmPlan CostModel::shmPlan() const {
+  // Where the host has a segment its agreed single-copy threshold tells crowded apart (what
+  // Communicator passes at run time: !ShmSegment::singleCopyUncrowded()).
+  const bool agreed = placement_.singleCopyMinBytes != ~size_t{0};
+  const bool crowdedHere = agreed ? placement_.singleCopyMinBytes != kSingleCopyMinBytes : crowded();
+  return makeShmPlan(model_, placement_.size(), crowdedHere, placement_.singleCopyForced);
 }
 
 bool CostModel::crowded() const {

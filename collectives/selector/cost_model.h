@@ -166,6 +166,9 @@ struct Placement {
   /// broadcast copy once, and its all-reduce writes the reduced shards straight into the peers'
   /// outputs (ShmSegment::singleCopyMinBytes, agreed by all); ShmSegment::kNoSingleCopy: never.
   size_t singleCopyMinBytes = ~size_t{0};
+  /// Every local rank set BRAID_SHM_CMA=on (ShmSegment::singleCopyForced): the segment's
+  /// collectives take their single copies wherever they can (makeShmPlan's force).
+  bool singleCopyForced = false;
   size_t chunkBytes = 1u << 20;        ///< BRAID_CHUNK_BYTES (tree pipelining)
   /// Most ranks on one physical machine (emulated hosts, e.g. network namespaces, share its
   /// cores); 0 = as many as on the fullest host.
@@ -254,6 +257,10 @@ class CostModel {
   /// The α of a message step when `cpu` ranks share each core.
   double stepAlpha(double alphaUs, double cpu) const;
   bool crowded() const;  ///< the machine's ranks outnumber its cores
+  /// How the segment's collectives run (makeShmPlan) as the communicator decided it for its
+  /// segment: crowded in the segment's agreed view where there is one (single copies from
+  /// kSingleCopyMinBytes only where every rank has a core), forced as the placement says.
+  ShmPlan shmPlan() const;
 
  private:
   FabricModel model_;

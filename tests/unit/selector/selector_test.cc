@@ -14,6 +14,7 @@
 #include "collectives/selector/calibration.h"
 #include "collectives/selector/cost_model.h"
 #include "collectives/selector/rules.h"
+#include "collectives/shm_segment.h"
 #include "core/params.h"
 
 namespace braid::detail {
@@ -483,6 +484,26 @@ TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
   EXPECT_TRUE(s.tiled);
   EXPECT_TRUE(s.gather);
   EXPECT_TRUE(s.broadcast);
+}
+
+// The cost functions price the plan the communicator runs: the segment's agreed view of crowding
+// (its single-copy threshold) and BRAID_SHM_CMA=on's force, not the model's core count alone.
+TEST(ShmPlanPolicy, CostModelPlansAsTheSegmentAgreed) {
+  FabricModel m;
+  m.coresPerHost = 2;
+  m.copyUsPerByte = 1e-3 / 12.9;
+  m.cmaUsPerByte = 1e-3 / 7.5;
+  Placement pl = Placement::uniform(1, 2, true);
+  pl.singleCopyMinBytes = kSingleCopyMinBytes;  // every rank has a core
+  EXPECT_TRUE(CostModel(m, pl).shmPlan().push);
+  pl.singleCopyMinBytes = kSingleCopyMinBytesCrowded;  // the segment saw more ranks than cores
+  EXPECT_FALSE(CostModel(m, pl).shmPlan().push);
+  pl.singleCopyForced = true;
+  EXPECT_TRUE(CostModel(m, pl).shmPlan().push);
+  m.cmaUsPerByte = 10 * m.copyUsPerByte;  // forced: even where the rates say no
+  EXPECT_TRUE(CostModel(m, pl).shmPlan().broadcast);
+  pl.singleCopyForced = false;
+  EXPECT_FALSE(CostModel(m, pl).shmPlan().broadcast);
 }
 
 // The shm all-reduce's working set stays in the cache the ranks share: one chunk up to LLC/8L,
