@@ -168,8 +168,7 @@ uint8_t* Scratch::get(size_t bytes) {
 
 void copyIfDistinct(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
-  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
-  if (d < s + bytes && s < d + bytes) {
+  if (rangesOverlap(dst, bytes, src, bytes)) {
     std::memmove(dst, src, bytes);  // overlapping (no caller's buffers do: checkOverlap)
     return;
   }

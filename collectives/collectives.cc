@@ -35,9 +35,7 @@ Status checkBuffer(const void* buf, size_t bytes, const char* what) {
 // Partially overlapping input and output corrupt results; exact in-place is fine.
 Status checkOverlap(const void* in, size_t inBytes, const void* out, size_t outBytes,
                     const void* inPlaceAt) {
-  if (inBytes == 0 || outBytes == 0 || in == inPlaceAt) return Status::ok();
-  auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
-  if (a < b + outBytes && b < a + inBytes) {
+  if (in != inPlaceAt && rangesOverlap(in, inBytes, out, outBytes)) {
     return invalidArgument("send and receive buffers overlap without being in place");
   }
   return Status::ok();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace braid {
 
@@ -33,6 +34,11 @@ void copyToSharedAs(bool stream, void* dst, const void* src, size_t bytes);
 /// freshly written lines, 64-384 KiB; aligned, both ran at 35-41 GB/s). Such pairs take the
 /// loop. Every copy between a caller's buffer and shared memory should use this.
 void copyBytes(void* dst, const void* src, size_t bytes);
+/// Whether [a, a + aBytes) and [b, b + bBytes) share a byte (empty ranges share none).
+inline bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
 inline constexpr size_t kCopyLoopMinBytes = 2048;
 /// Below this size copyToShared is a plain memcpy.
 inline constexpr size_t kCopyStreamMinBytes = 16384;
