@@ -7,7 +7,8 @@
 Every line carries "impl" (braid, mpich, openmpi, gloo) and "placement" (local-N, fabric-HxM),
 added by compare_peers.sh to what braid-perf, mpi-perf and gloo-perf write. Per collective and
 placement it prints, per size, each implementation's fastest time and its busbw, and braid's time /
-the best peer's time (<1: braid is faster); on the fabric also the link bound (compare_peers.sh -h
+the best peer's time (<1: braid is faster; against MPI's broadcast, which has one buffer, braid's
+in-place time, the out-of-place table saying so on each such row); on the fabric also the link bound (compare_peers.sh -h
 gives the formulas) and braid's share of it. With matplotlib (python3-matplotlib), it draws
 DIR/compare-peers.png (busbw vs size, one panel per collective x placement, the link bound dashed)
 and DIR/compare-peers-ratio.png (braid / best peer per size, one panel per collective).
@@ -19,7 +20,11 @@ import sys
 
 IMPLS = ["braid", "mpich", "openmpi", "gloo"]
 PEERS = IMPLS[1:]
-LABELS = {"braid": "braid", "mpich": "MPICH", "openmpi": "Open MPI", "gloo": "gloo"}
+MPI_PEERS = ["mpich", "openmpi"]
+# braid's in-place broadcast rows in an out-of-place comparison (braid_vs_peers).
+BRAID_ONE_BUFFER = "braid-in-place"
+LABELS = {"braid": "braid", "mpich": "MPICH", "openmpi": "Open MPI", "gloo": "gloo",
+          "braid-in-place": "braid i.p."}
 COLLS = ["all_reduce", "reduce_scatter", "all_gather", "broadcast"]
 # busbw / algbw for n ranks, as braid-perf and nccl-tests.
 BUS_FACTOR = {
@@ -73,8 +78,14 @@ def load(path, inplace):
             except ValueError:
                 continue
             impl, placement, coll = r.get("impl"), r.get("placement"), r.get("collective")
-            if impl not in IMPLS or coll not in COLLS or r.get("inplace") != inplace:
+            if impl not in IMPLS or coll not in COLLS:
                 continue
+            if r.get("inplace") != inplace:
+                # MPI_Bcast has one buffer (mpi-perf runs the same call in both columns): braid's
+                # in-place broadcast is what compares with it (like_for_like).
+                if not (impl == "braid" and coll == "broadcast" and r.get("inplace")):
+                    continue
+                impl = BRAID_ONE_BUFFER
             g = groups.setdefault((placement, coll), {}).setdefault(impl, {})
             b = int(r["bytes"])
             if b not in g or r["time_us"] < g[b]["time_us"]:
@@ -83,9 +94,26 @@ def load(path, inplace):
     return groups, ranks
 
 
-def best_peer(rows, b):
-    times = [(rows[p][b]["time_us"], p) for p in PEERS if p in rows and b in rows[p]]
-    return min(times) if times else None
+def braid_vs_peers(rows, b):
+    """(braid's time / the peer's, peer, braid's row was in place) against the peer braid fares
+    worst with at size b; None without braid or peers. Against MPI's broadcast, one buffer, the
+    out-of-place table takes braid's in-place row where there is one: out of place braid's root
+    also copies the message into its receive buffer, which MPI_Bcast never does."""
+    braid = rows.get("braid", {}).get(b)
+    if not braid:
+        return None
+    worst = None
+    for p in PEERS:
+        r = rows.get(p, {}).get(b)
+        if not r or r["time_us"] <= 0:
+            continue
+        mine, one_buffer = braid, False
+        if p in MPI_PEERS and b in rows.get(BRAID_ONE_BUFFER, {}):
+            mine, one_buffer = rows[BRAID_ONE_BUFFER][b], True
+        ratio = mine["time_us"] / r["time_us"]
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, p, one_buffer)
+    return worst
 
 
 def fmt(v, f="%.2f"):
@@ -100,6 +128,8 @@ def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
             if not rows:
                 continue
             present = [i for i in IMPLS if i in rows]
+            if BRAID_ONE_BUFFER in rows:
+                present.insert(1, BRAID_ONE_BUFFER)
             print()
             print(f"## {coll}, {placement_title(placement)} ({ranks[placement]} ranks)")
             bound = hosts > 1 and rate_bps
@@ -130,10 +160,11 @@ def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
                     if tcp_bps:
                         tcp = share * rate_bps / tcp_bps if share is not None else None
                         line += f" {fmt(tcp, '%.0f%%'):>5}"
-                bp = best_peer(rows, b)
+                vs = braid_vs_peers(rows, b)
                 ratio = "-"
-                if braid and bp and bp[0] > 0:
-                    ratio = f"x{braid['time_us'] / bp[0]:.2f} (vs {LABELS[bp[1]]})"
+                if vs:
+                    ratio = (f"x{vs[0]:.2f} (vs {LABELS[vs[1]]}"
+                             + (", braid in place as MPI_Bcast)" if vs[2] else ")"))
                 if braid and braid.get("wrong", 0) > 0:
                     ratio += f"  ({braid['wrong']:.0f} wrong!)"
                 print(line + " | " + ratio)
@@ -209,9 +240,9 @@ def plot(groups, ranks, rate_bps, out_dir, title):
             braid = rows.get("braid", {})
             pts = []
             for b in sorted(braid):
-                bp = best_peer(rows, b)
-                if bp and bp[0] > 0:
-                    pts.append((b, braid[b]["time_us"] / bp[0]))
+                vs = braid_vs_peers(rows, b)
+                if vs:
+                    pts.append((b, vs[0]))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
                         label=placement_title(placement))
@@ -245,7 +276,8 @@ def main():
         print(f"compare_peers.py: no rows in {a.jsonl}", file=sys.stderr)
         return 1
     print("# times in us, busbw in GB/s; braid / best peer: braid's time / the fastest peer's at"
-          " that size (<1 = braid faster); '-' = no result")
+          " that size (<1 = braid faster; against MPI's one-buffer broadcast braid's in-place"
+          " time); '-' = no result")
     print_tables(groups, ranks, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s", a.tcp_Bps)
     if not a.no_plot:
         any_row = next(iter(next(iter(groups.values())).values()))

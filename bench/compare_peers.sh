@@ -11,7 +11,9 @@
 # placement and collective, braid and every peer one after another over the same sizes, so that
 # they share the machine's state (with -r, each repeat turns the order round). It prints one table
 # per collective and placement: per size braid's time and busbw (out-of-place, nccl-tests' headline
-# numbers), each peer's, and braid's time / the best peer's (<1: braid is faster). Every JSON line
+# numbers), each peer's, and braid's time / the best peer's (<1: braid is faster; MPI_Bcast has
+# one buffer, so against MPICH's and Open MPI's broadcast the ratio takes braid's in-place time,
+# printed in its own column "braid i.p.", and says so on the row). Every JSON line
 # of every run goes to one file, tagged with "impl" and "placement"; bench/compare_peers.py draws
 # DIR/compare-peers.png (busbw vs size, one panel per collective x placement) and
 # DIR/compare-peers-ratio.png (braid's time / the best peer's, per size).
@@ -68,10 +70,11 @@
 #   --rate RATE            the fabric's link rate, tc syntax kbit|mbit|gbit (default 1gbit)
 #   --fabric-e MAX         largest fabric size (default 16M; from -b by -f like the local ones)
 #   --fabric-n N --fabric-w N  fabric timed / warm-up iterations (default 5 / 2)
-#   --inplace              compare the in-place columns instead of out-of-place. MPI_Bcast and
-#                          gloo's broadcast have one buffer (the root's input is its output):
-#                          braid's in-place broadcast is the like-for-like row; out of place
-#                          braid's root also copies the message into its receive buffer
+#   --inplace              compare the in-place columns instead of out-of-place. MPI_Bcast has
+#                          one buffer (the root's input is its output): braid's in-place
+#                          broadcast is the like-for-like row, which the out-of-place table
+#                          takes against MPI's too; out of place braid's root (as gloo's, given
+#                          an input) also copies the message into its receive buffer
 #   --register             braid's buffers from its shared windows (braid-perf -R 1: the
 #                          all-reduce on one host then copies nothing through its staging
 #                          segment); the peers' buffers stay malloc'd

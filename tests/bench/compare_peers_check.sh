@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/compare_peers.sh end to end (label tools): 2 local ranks, tiny sizes, no fabric, nothing
 # installed or built. The combined JSON must hold out-of-place and in-place rows of braid, MPICH,
-# Open MPI and gloo for every collective, none wrong, the tables must print, and the plots must be
-# written. Skipped (77) where a peer's baseline or matplotlib is missing.
+# Open MPI and gloo for every collective, none wrong, the tables must print (the broadcast's
+# against MPI with braid's in-place time), and the plots must be written. Skipped (77) where a peer's baseline or matplotlib is missing.
 #   compare_peers_check.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1
@@ -38,6 +38,11 @@ done
 if grep -q '"wrong":[1-9]' "$json"; then
   grep '"wrong":[1-9]' "$json" | head -3; echo "FAIL: wrong elements"; exit 1
 fi
+# MPI_Bcast has one buffer: the out-of-place broadcast table sets braid's in-place time beside it
+# (its own column) and each row that compares with MPI says so.
+bcast=$(sed -n '/^## broadcast, 2 local/,/^$/p' "$work/log")
+grep -q 'braid i.p. us' <<<"$bcast" || { echo "$bcast"; echo "FAIL: no in-place braid column in the broadcast table"; exit 1; }
+grep -q 'braid in place as MPI_Bcast' <<<"$bcast" || { echo "$bcast"; echo "FAIL: no broadcast row compares braid in place with MPI"; exit 1; }
 for png in compare-peers.png compare-peers-ratio.png; do
   [ -s "$work/out/$png" ] || { cat "$work/log"; echo "FAIL: no $png"; exit 1; }
 done
