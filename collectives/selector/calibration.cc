@@ -452,6 +452,18 @@ Result<FabricModel> parseCachedModel(const std::string& text, const std::string&
   return m;
 }
 
+const char* instrumentedRun() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "AddressSanitizer";
+#elif defined(__SANITIZE_THREAD__)
+  return "ThreadSanitizer";
+#else
+  // valgrind preloads its own libraries into the program it runs (vgpreload_<tool>-<arch>.so).
+  const char* preload = getenv("LD_PRELOAD");
+  return preload != nullptr && strstr(preload, "vgpreload") != nullptr ? "valgrind" : nullptr;
+#endif
+}
+
 Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint) {
   std::ifstream f(path);
   if (!f) return invalidArgument("no calibration cache at " + path);
@@ -638,10 +650,16 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     if (segCopySmall > 0) m.copySmallUsPerByte = segCopySmall;
     m.streamShared = streamShared;
     m.cmaUsPerByte = segCma;
-    // An unsteady probe is used by this job only: cached, it would mislead every later job.
+    // An unsteady probe is used by this job only: cached, it would mislead every later job. So
+    // is a probe of an instrumented process, which times the machine several times slower than
+    // it is (a valgrind run of braid-perf cached a model 55x too slow).
+    const char* instrumented = instrumentedRun();
     if (!cachePath.empty() && !steady) {
       BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "
                  "(%s)", cachePath.c_str());
+    } else if (!cachePath.empty() && instrumented != nullptr) {
+      BRAID_INFO("calibration: this process runs under %s; the probe's result is not cached (%s)",
+                 instrumented, cachePath.c_str());
     } else if (!cachePath.empty() && pending != nullptr) {
       pending->path = cachePath;
       pending->fingerprint = fingerprint;

@@ -68,6 +68,9 @@ Result<FabricModel> parseCachedModel(const std::string& text, const std::string&
                                      const std::string& name);
 /// Reads a cached model; kInvalidArgument when absent, stale (another fingerprint) or malformed.
 Result<FabricModel> readCachedModel(const std::string& path, const std::string& fingerprint);
+/// What slows this process down several times, so that its probes are never cached: a sanitizer
+/// it was built with (ASan, TSan) or valgrind running it; null for a plain run.
+const char* instrumentedRun();
 /// Writes atomically (temporary file + rename), creating the directory.
 Status writeCachedModel(const std::string& path, const std::string& fingerprint,
                         const FabricModel& model);

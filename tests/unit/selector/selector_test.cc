@@ -443,6 +443,32 @@ TEST(FabricModelText, SerializeParseRoundTripAndErrors) {
   EXPECT_FALSE(FabricModel::parse("intra_alpha_us=-1 " + m.serialize()).isOk());
 }
 
+// Instrumented runs are named so that their probes stay out of the cache (calibration.cc).
+TEST(CalibrationCache, InstrumentedRunsAreNamed) {
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_STREQ(instrumentedRun(), "AddressSanitizer");
+#elif defined(__SANITIZE_THREAD__)
+  EXPECT_STREQ(instrumentedRun(), "ThreadSanitizer");
+#else
+  const char* was = getenv("LD_PRELOAD");
+  const std::string saved = was != nullptr ? was : "";
+  unsetenv("LD_PRELOAD");
+  EXPECT_EQ(instrumentedRun(), nullptr);
+  setenv("LD_PRELOAD", "/usr/lib/libfoo.so", 1);
+  EXPECT_EQ(instrumentedRun(), nullptr);
+  setenv("LD_PRELOAD",
+         "/usr/libexec/valgrind/vgpreload_core-amd64-linux.so:"
+         "/usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so",
+         1);
+  EXPECT_STREQ(instrumentedRun(), "valgrind");
+  if (was != nullptr) {
+    setenv("LD_PRELOAD", saved.c_str(), 1);
+  } else {
+    unsetenv("LD_PRELOAD");
+  }
+#endif
+}
+
 // The shm collectives' single copies, from the two rates the probe measured (rates as on the
 // two VMs: EPYC, a single copy 7.5 GB/s against 12.9 through the segment; Intel, 0.75x).
 TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
