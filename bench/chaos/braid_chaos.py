@@ -175,6 +175,13 @@ class Job:
         e["BRAID_CALIBRATION"] = self.args.calibration
         e["BRAID_CALIBRATION_CACHE"] = os.path.join(self.args.cache_dir, "calibration")
         e["BRAID_TRANSPORT"] = "tcp" if self.plan["transport"] == "tcp" else "auto"
+        if self.plan["fault"] == "exit":
+            # In an ASan build the victim's exit() runs LeakSanitizer's pass first, with the
+            # in-flight all-reduce's buffers to scan and its sockets still open: once it outlasted
+            # the survivors' BRAID_TIMEOUT_MS, which saw a silent peer where one had left. A
+            # process that exits mid-collective leaks by design; no other build reads this.
+            asan = e.get("ASAN_OPTIONS", "")
+            e["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "detect_leaks=0"
         return e
 
     def start(self):
