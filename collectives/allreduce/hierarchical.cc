@@ -50,31 +50,11 @@
 #include "collectives/host_plan.h"
 #include "collectives/selector/cost_model.h"
 #include "core/copy.h"
-#include "core/params.h"
 
 namespace braid::detail {
 namespace {
 
 constexpr size_t kInterHalvingDoublingBytes = size_t{256} << 10;
-constexpr size_t kMinPieceBytes = size_t{64} << 10;
-
-// The piece size must be the same on every host, with or without a segment: a quarter of the
-// segment slot that BRAID_SHM_SEGMENT_BYTES sets (rounded as ShmSegment rounds its halves).
-size_t quarterBytes() {
-  const size_t slot =
-      static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_SHM_SEGMENT_BYTES")));
-  const size_t half = (std::max<size_t>(slot / 2, 4096) + 4095) / 4096 * 4096;
-  return half / 2;
-}
-
-// The piece: a quarter slot, or the pipelining chunk (CollArgs::chunkBytes: BRAID_CHUNK_BYTES, or
-// the selector's pick for the link, 64 KiB at least) when smaller. Several pieces overlap one
-// piece's intra-host steps with another's transfer between hosts, which one piece runs in turn:
-// on the emulated 2 hosts x 2 ranks at 1 Gbit/s, 2 MiB took 23.6 ms in one piece and 17.9 ms in
-// four.
-size_t pieceBytes(size_t chunk) {
-  return std::min(quarterBytes(), std::max(chunk / 4096 * 4096, kMinPieceBytes));
-}
 
 // Data buffer of local rank i for generation g: four quarter slots cycled by generation (half
 // g & 1, as every user of the segment, then quarter (g >> 1) & 1), so that a rank may publish
@@ -101,23 +81,14 @@ class Hierarchical {
         src_(static_cast<const uint8_t*>(sendbuf)),
         dst_(static_cast<uint8_t*>(recvbuf)),
         count_(count) {
-    pieceElems_ = std::max<size_t>(1, pieceBytes(a.chunkBytes) / es_);
+    pieceElems_ = std::max<size_t>(1, hierarchicalPieceBytes(a.chunkBytes) / es_);
     npieces_ = std::max<size_t>(1, (count + pieceElems_ - 1) / pieceElems_);
     maxShard_ = pieceElems_ / static_cast<size_t>(k_) + 1;
     maxPart_ = maxShard_ / static_cast<size_t>(nhosts_) + 1;
   }
 
   Status run() {
-    if (seg_ != nullptr && (seg_->localSize() != nlocal_ || seg_->localIndex() != me_)) {
-      return internalError("rank " + std::to_string(a_.rank) +
-                           ": the intra-host segment does not match the host layout");
-    }
-    if (seg_ != nullptr && seg_->halfBytes() / 2 != quarterBytes()) {
-      return invalidUsage("rank " + std::to_string(a_.rank) +
-                          ": BRAID_SHM_SEGMENT_BYTES differs from the size the intra-host segment "
-                          "was created with; the hierarchical all-reduce needs every rank to use "
-                          "the same value throughout");
-    }
+    if (seg_ != nullptr) BRAID_RETURN_IF_ERROR(checkSegmentPieces(a_, seg_, nlocal_, me_));
     // Scratch: the other local ranks' contributions to this owner's shard (without a segment),
     // then the other hosts' copies of this owner's part.
     const size_t intraBytes = seg_ == nullptr && owner_ ? maxShard_ * es_ * (nlocal_ - 1) : 0;
@@ -425,8 +396,7 @@ double allReduceHierarchicalUs(const CostModel& m, size_t bytes, bool leader, si
   const int L = m.maxLocal();
   const int k = leader ? 1 : m.minLocal();
   const bool seg = m.placement().segment && L > 1;
-  const size_t quarter = std::max<size_t>(m.placement().segmentHalfBytes / 2, 4096);
-  const size_t piece = std::min(quarter, std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
+  const size_t piece = hierarchicalPieceBytes(m, chunk);
   // The schedule's pieces: c of `piece` bytes, the last one shorter.
   const size_t c = bytes <= piece ? 1 : (bytes + piece - 1) / piece;
   const double cpu = m.cpuShare(L);
