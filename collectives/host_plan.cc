@@ -73,6 +73,11 @@ size_t hierarchicalPieceBytes(size_t chunk) {
   return std::min(hierarchicalQuarterBytes(), std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
 }
 
+size_t hierarchicalSliceElems(const CollArgs& a, size_t block, size_t p) {
+  const size_t slice = hierarchicalPieceBytes(a.chunkBytes) / (p * a.elemSize);
+  return std::min(block, std::max<size_t>(1, slice));
+}
+
 ShmSegment* piecesSegment(const CollArgs& a, const Packs& l) {
   return l.local > 1 ? a.hostShm : nullptr;
 }

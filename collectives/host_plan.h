@@ -42,6 +42,9 @@ size_t hierarchicalQuarterBytes();
 /// another's transfer between hosts, which one piece runs in turn: on the emulated 2 hosts x 2
 /// ranks at 1 Gbit/s, an all-reduce of 2 MiB took 23.6 ms in one piece and 17.9 ms in four.
 size_t hierarchicalPieceBytes(size_t chunk);
+/// The reduce-scatter's and all-gather's piece as elements of each of the p blocks of `block`
+/// elements (at least 1, at most the block).
+size_t hierarchicalSliceElems(const CollArgs& a, size_t block, size_t p);
 /// The same for the cost functions, from the placement's segment size.
 size_t hierarchicalPieceBytes(const CostModel& m, size_t chunk);
 /// The host's segment where the hierarchical reduce-scatter and all-gather run their pipelined

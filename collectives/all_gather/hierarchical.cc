@@ -51,7 +51,7 @@ Status runThroughSegment(const CollArgs& a, const Packs& l, ShmSegment* seg, con
   BRAID_RETURN_IF_ERROR(checkSegmentPieces(a, seg, L, j));
   const std::vector<int> g = packOrder(a, H, L);  // [j][q]: the rank (q, j)
   auto blockOf = [&](int q, int jj) { return static_cast<size_t>(g[jj * H + q]) * b * es; };
-  const size_t n = std::min(b, std::max<size_t>(1, hierarchicalPieceBytes(a.chunkBytes) / (p * es)));
+  const size_t n = hierarchicalSliceElems(a, b, p);
   const size_t npieces = (b + n - 1) / n;
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);

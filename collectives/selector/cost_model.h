@@ -122,9 +122,10 @@ struct FabricModel {
 /// and which single copies it takes:
 ///   push:  in one chunk, each rank writes its reduced shard into the L − 1 peers'
 ///          outputs ((L−1)/L·S by single copy in place of S of segment copies, its publish and
-///          the peers' copy out): where cma·(L−1)/L < copy, and the ranks do not outnumber the
-///          cores (4 ranks on 2 cores, EPYC VM: 1 MiB in 330-358 us against 213-263 through
-///          the segment);
+///          the peers' copy out): where cma·(L−1)/L < 0.7·copy (priced at 0.96 of a copy, 2
+///          ranks on the EPYC VM lost 1.2-1.5x at 256 KiB-2 MiB), and the ranks do not
+///          outnumber the cores (4 ranks on 2 cores, EPYC VM: 1 MiB in 330-358 us against
+///          213-263 through the segment);
 ///   tiled: over one half slot, the whole all-reduce by single copies (2(L−1)/L·S in place of
 ///          the pipelined schedule's (2L−1)/L·S of copies): where cma·2(L−1) < copy·(2L−1)
 ///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
