@@ -8,7 +8,8 @@ Every line carries "impl" (braid, mpich, openmpi, gloo) and "placement" (local-N
 added by compare_peers.sh to what braid-perf, mpi-perf and gloo-perf write. Per collective and
 placement it prints, per size, each implementation's fastest time and its busbw, and braid's time /
 the best peer's time (<1: braid is faster; against MPI's broadcast, which has one buffer, braid's
-in-place time, the out-of-place table saying so on each such row); on the fabric also the link bound (compare_peers.sh -h
+in-place time, the out-of-place table saying so on each such row; none where a reduce-scatter's
+or all-gather's blocks are all empty); on the fabric also the link bound (compare_peers.sh -h
 gives the formulas) and braid's share of it. With matplotlib (python3-matplotlib), it draws
 DIR/compare-peers.png (busbw vs size, one panel per collective x placement, the link bound dashed)
 and DIR/compare-peers-ratio.png (braid / best peer per size, one panel per collective).
@@ -94,13 +95,21 @@ def load(path, inplace):
     return groups, ranks
 
 
+def empty_blocks(row):
+    """A reduce-scatter or all-gather whose vector has fewer elements than ranks: every block is
+    empty, MPI returns at once (0.04 us) while braid still synchronizes (so that a rank that
+    passed another count is caught); no time ratio is taken there."""
+    return (row.get("collective") in ("reduce_scatter", "all_gather")
+            and int(row.get("count", 1)) < int(row.get("ranks", 1)))
+
+
 def braid_vs_peers(rows, b):
     """(braid's time / the peer's, peer, braid's row was in place) against the peer braid fares
     worst with at size b; None without braid or peers. Against MPI's broadcast, one buffer, the
     out-of-place table takes braid's in-place row where there is one: out of place braid's root
     also copies the message into its receive buffer, which MPI_Bcast never does."""
     braid = rows.get("braid", {}).get(b)
-    if not braid:
+    if not braid or empty_blocks(braid):
         return None
     worst = None
     for p in PEERS:
@@ -161,7 +170,8 @@ def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
                         tcp = share * rate_bps / tcp_bps if share is not None else None
                         line += f" {fmt(tcp, '%.0f%%'):>5}"
                 vs = braid_vs_peers(rows, b)
-                ratio = "-"
+                ratio = "- (empty blocks: fewer elements than ranks)" if (
+                    braid and empty_blocks(braid)) else "-"
                 if vs:
                     ratio = (f"x{vs[0]:.2f} (vs {LABELS[vs[1]]}"
                              + (", braid in place as MPI_Bcast)" if vs[2] else ")"))

@@ -13,7 +13,9 @@
 # per collective and placement: per size braid's time and busbw (out-of-place, nccl-tests' headline
 # numbers), each peer's, and braid's time / the best peer's (<1: braid is faster; MPI_Bcast has
 # one buffer, so against MPICH's and Open MPI's broadcast the ratio takes braid's in-place time,
-# printed in its own column "braid i.p.", and says so on the row). Every JSON line
+# printed in its own column "braid i.p.", and says so on the row; a reduce-scatter or
+# all-gather with fewer elements than ranks, where every block is empty and MPI returns at once,
+# gets no ratio). Every JSON line
 # of every run goes to one file, tagged with "impl" and "placement"; bench/compare_peers.py draws
 # DIR/compare-peers.png (busbw vs size, one panel per collective x placement) and
 # DIR/compare-peers-ratio.png (braid's time / the best peer's, per size).

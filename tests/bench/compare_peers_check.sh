@@ -46,5 +46,16 @@ grep -q 'braid in place as MPI_Bcast' <<<"$bcast" || { echo "$bcast"; echo "FAIL
 for png in compare-peers.png compare-peers-ratio.png; do
   [ -s "$work/out/$png" ] || { cat "$work/log"; echo "FAIL: no $png"; exit 1; }
 done
+# A reduce-scatter or all-gather with fewer elements than ranks (empty blocks: MPI returns at
+# once) gets no time ratio; a size with whole blocks does.
+row() {  # impl bytes count time_us
+  printf '{"collective":"all_gather","impl":"%s","placement":"local-4","ranks":4,"bytes":%s,"count":%s,"inplace":false,"time_us":%s,"busbw_GBps":0.1,"algo_chosen":"shm","wrong":0}\n' "$@"
+}
+{ row braid 8 2 3.4; row mpich 8 2 0.04; row braid 64 16 3.5; row mpich 64 16 7.0; } >"$work/empty.jsonl"
+/usr/bin/python3 "$src/bench/compare_peers.py" "$work/empty.jsonl" --no-plot >"$work/empty.log" 2>&1
+grep -Eq '^ +8 .*\| - \(empty blocks' "$work/empty.log" ||
+  { cat "$work/empty.log"; echo "FAIL: the 8-byte all-gather over 4 ranks got a ratio"; exit 1; }
+grep -Eq '^ +64 .*\| x0\.50 \(vs MPICH\)' "$work/empty.log" ||
+  { cat "$work/empty.log"; echo "FAIL: the 64-byte all-gather over 4 ranks lost its ratio"; exit 1; }
 sed -n '/^## all_reduce/,/^$/p' "$work/log"
 echo "PASS"
