@@ -73,11 +73,6 @@ size_t hierarchicalPieceBytes(size_t chunk) {
   return std::min(hierarchicalQuarterBytes(), std::max<size_t>(chunk / 4096 * 4096, 64 << 10));
 }
 
-size_t hierarchicalSliceElems(const CollArgs& a, size_t block, size_t p) {
-  const size_t slice = hierarchicalPieceBytes(a.chunkBytes) / (p * a.elemSize);
-  return std::min(block, std::max<size_t>(1, slice));
-}
-
 ShmSegment* piecesSegment(const CollArgs& a, const Packs& l) {
   return l.local > 1 ? a.hostShm : nullptr;
 }
@@ -93,6 +88,22 @@ Status checkSegmentPieces(const CollArgs& a, const ShmSegment* seg, int L, int l
                         "was created with; the hierarchical collectives need every rank to use "
                         "the same value throughout");
   }
+  return Status::ok();
+}
+
+Status planSegmentPieces(const CollArgs& a, const Packs& l, const ShmSegment* seg, size_t block,
+                         SegmentPieces* out) {
+  SegmentPieces& s = *out;
+  s.H = l.hosts;
+  s.L = l.local;
+  s.h = l.plan.host;
+  s.j = l.plan.local;
+  BRAID_RETURN_IF_ERROR(checkSegmentPieces(a, seg, s.L, s.j));
+  s.p = static_cast<size_t>(s.H) * static_cast<size_t>(s.L);
+  s.order = packOrder(a, s.H, s.L);
+  const size_t slice = hierarchicalPieceBytes(a.chunkBytes) / (s.p * a.elemSize);
+  s.slice = std::min(block, std::max<size_t>(1, slice));
+  s.npieces = (block + s.slice - 1) / s.slice;
   return Status::ok();
 }
 

@@ -42,9 +42,6 @@ size_t hierarchicalQuarterBytes();
 /// another's transfer between hosts, which one piece runs in turn: on the emulated 2 hosts x 2
 /// ranks at 1 Gbit/s, an all-reduce of 2 MiB took 23.6 ms in one piece and 17.9 ms in four.
 size_t hierarchicalPieceBytes(size_t chunk);
-/// The reduce-scatter's and all-gather's piece as elements of each of the p blocks of `block`
-/// elements (at least 1, at most the block).
-size_t hierarchicalSliceElems(const CollArgs& a, size_t block, size_t p);
 /// The same for the cost functions, from the placement's segment size.
 size_t hierarchicalPieceBytes(const CostModel& m, size_t chunk);
 /// The host's segment where the hierarchical reduce-scatter and all-gather run their pipelined
@@ -56,6 +53,19 @@ ShmSegment* piecesSegment(const CollArgs& a, const Packs& l);
 /// BRAID_SHM_SEGMENT_BYTES changed since the segment was made (the pieces would differ between
 /// ranks).
 Status checkSegmentPieces(const CollArgs& a, const ShmSegment* seg, int L, int local);
+/// The reduce-scatter's and all-gather's pipelined schedule through the host's segment as this
+/// rank (host h, local index j) runs it: H hosts of L ranks, p = H·L blocks of `block` elements
+/// each, every piece a slice of `slice` elements of all p blocks (hierarchicalPieceBytes: at
+/// least 1 element, at most the block).
+struct SegmentPieces {
+  int H = 1, L = 1, h = 0, j = 0;
+  size_t p = 1, slice = 1, npieces = 1;
+  std::vector<int> order;  ///< packOrder: the rank (q, jj) at [jj·H + q]
+  int rankOf(int q, int jj) const { return order[static_cast<size_t>(jj * H + q)]; }
+};
+/// checkSegmentPieces, then this rank's SegmentPieces for blocks of `block` (> 0) elements.
+Status planSegmentPieces(const CollArgs& a, const Packs& l, const ShmSegment* seg, size_t block,
+                         SegmentPieces* out);
 /// `a` run over the ranks `group`, this rank being member `index`.
 CollArgs overGroup(const CollArgs& a, const std::vector<int>& group, int index);
 /// The hierarchical reduce-scatter's and all-gather's price (`reduce`: the reduce-scatter, γ on

@@ -46,13 +46,11 @@ namespace {
 
 Status runThroughSegment(const CollArgs& a, const Packs& l, ShmSegment* seg, const void* sendbuf,
                          void* recvbuf, size_t b) {
-  const int H = l.hosts, L = l.local, h = l.plan.host, j = l.plan.local;
-  const size_t p = static_cast<size_t>(H) * static_cast<size_t>(L), es = a.elemSize;
-  BRAID_RETURN_IF_ERROR(checkSegmentPieces(a, seg, L, j));
-  const std::vector<int> g = packOrder(a, H, L);  // [j][q]: the rank (q, j)
-  auto blockOf = [&](int q, int jj) { return static_cast<size_t>(g[jj * H + q]) * b * es; };
-  const size_t n = hierarchicalSliceElems(a, b, p);
-  const size_t npieces = (b + n - 1) / n;
+  SegmentPieces s;
+  BRAID_RETURN_IF_ERROR(planSegmentPieces(a, l, seg, b, &s));
+  const int H = s.H, L = s.L, h = s.h, j = s.j;
+  const size_t es = a.elemSize, n = s.slice, npieces = s.npieces;
+  auto blockOf = [&](int q, int jj) { return static_cast<size_t>(s.rankOf(q, jj)) * b * es; };
   const uint8_t* in = static_cast<const uint8_t*>(sendbuf);
   uint8_t* out = static_cast<uint8_t*>(recvbuf);
   copyIfDistinct(out + blockOf(h, j), in, b * es);  // out of place: the own block
@@ -64,7 +62,7 @@ Status runThroughSegment(const CollArgs& a, const Packs& l, ShmSegment* seg, con
     handles[c & 1].clear();
     for (int q = 0; q < H; ++q) {
       if (q == h) continue;
-      const int peer = g[j * H + q];
+      const int peer = s.rankOf(q, j);
       handles[c & 1].push_back(net.postRecv(peer, out + blockOf(q, j) + off, m));
       handles[c & 1].push_back(net.postSend(peer, in + off, m));
     }

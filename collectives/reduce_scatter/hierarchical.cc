@@ -47,13 +47,11 @@ namespace {
 
 Status runThroughSegment(const CollArgs& a, const Packs& l, ShmSegment* seg, const void* sendbuf,
                          void* recvbuf, size_t b) {
-  const int H = l.hosts, L = l.local, h = l.plan.host, j = l.plan.local;
-  const size_t p = static_cast<size_t>(H) * static_cast<size_t>(L), es = a.elemSize;
-  BRAID_RETURN_IF_ERROR(checkSegmentPieces(a, seg, L, j));
-  const std::vector<int> g = packOrder(a, H, L);  // [j][q]: the rank (q, j)
-  auto rankOf = [&](int q, int jj) { return static_cast<size_t>(g[jj * H + q]); };
-  const size_t n = hierarchicalSliceElems(a, b, p);
-  const size_t npieces = (b + n - 1) / n;
+  SegmentPieces s;
+  BRAID_RETURN_IF_ERROR(planSegmentPieces(a, l, seg, b, &s));
+  const int H = s.H, L = s.L, h = s.h, j = s.j;
+  const size_t es = a.elemSize, n = s.slice, npieces = s.npieces;
+  auto rankOf = [&](int q, int jj) { return static_cast<size_t>(s.rankOf(q, jj)); };
   const size_t others = static_cast<size_t>(H - 1);
   // Per piece parity: the host sums for the other hosts, then their sums of this rank's block.
   uint8_t* scratch = a.scratch->get(4 * others * n * es + 64);
