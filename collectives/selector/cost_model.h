@@ -131,7 +131,8 @@ struct FabricModel {
 ///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
 ///          4.2-5.3).
 ///   gather:    all-gather, the L − 1 other blocks by single copy ((L−1)·b) in place of the
-///              segment's copies in and out (L·b): where cma·(L−1) < copy·L;
+///              segment's copies in and out (L·b): where cma·(L−1) < 0.7·copy·L (the
+///              single copy's rate flatters it, as the push's: numbers below);
 ///   broadcast: a reader's single copy of S in place of the segment's pipelined copies (the
 ///              root's in beside the readers' out, S each): where cma < copy.
 ///   EPYC VM (single copy 6.6 GB/s against 15.6; braid-perf-allgather/-broadcast --ranks 2,

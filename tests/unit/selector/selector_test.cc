@@ -478,10 +478,11 @@ TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
   ShmPlan s = makeShmPlan(m, 2, false, false);
   EXPECT_FALSE(s.push);   // half a single copy is priced at 0.86 of a copy: not under 0.7
   EXPECT_FALSE(s.tiled);  // 2 single copies (3.4) lose to 3 segment copies
-  EXPECT_TRUE(s.gather);       // one single copy (1.72) beats two segment copies
+  EXPECT_FALSE(s.gather);  // one single copy (1.72) is priced at 0.86 of two: not under 0.7
   EXPECT_FALSE(s.broadcast);   // loses to one segment copy
-  m.cmaUsPerByte = 1e-3 / 6.0;  // 0.47x: the all-gather's single copy (2.15) loses too
-  EXPECT_FALSE(makeShmPlan(m, 2, false, false).gather);
+  m.cmaUsPerByte = 1e-3 / 10.0;  // 0.78x: one single copy (1.29) at 0.65 of two segment copies
+  EXPECT_TRUE(makeShmPlan(m, 2, false, false).gather);
+  EXPECT_FALSE(makeShmPlan(m, 2, false, false).broadcast);  // 1.29 against 1
   m.cmaUsPerByte = 1e-3 / 7.5;
   s = makeShmPlan(m, 4, false, false);
   EXPECT_FALSE(s.push);  // 3/4 of a single copy (1.29) loses to one copy
@@ -490,6 +491,7 @@ TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
   s = makeShmPlan(m, 2, false, false);
   EXPECT_TRUE(s.push);
   EXPECT_TRUE(s.tiled);  // 2.67 against 3
+  EXPECT_TRUE(s.gather);
   // More ranks than cores: no push whatever the rates, unless forced; never the tiled path.
   EXPECT_FALSE(makeShmPlan(m, 2, true, false).push);
   EXPECT_TRUE(makeShmPlan(m, 2, true, true).push);
