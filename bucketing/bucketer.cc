@@ -78,6 +78,7 @@ Status Bucketer::Impl::init(Communicator* comm, BucketerOptions options) {
           : static_cast<size_t>(std::max<int64_t>(0, paramInt("BRAID_BUCKET_PIECE_BYTES")));
   op_ = opts_.reduction == GradReduction::kAverage ? ReduceOp::kAvg : ReduceOp::kSum;
   timeoutMs_ = comm_->timeoutMs();
+  spinNs_ = static_cast<uint64_t>(std::max<int64_t>(0, paramInt("BRAID_SHM_SPIN_US"))) * 1000;
   metricsPath_ = opts_.metricsFile.empty() ? paramString("BRAID_METRICS_FILE") : opts_.metricsFile;
   if (metricsPath_ == "-") metricsPath_.clear();
   if (!metricsPath_.empty()) {
@@ -428,6 +429,7 @@ Status Bucketer::beginStep(bool accumulate) {
     const uint64_t step = m.stepIndex_;
     std::lock_guard<std::mutex> lock(m.mu_);
     m.stepDone_ = false;
+    m.stepDonePolled_.store(false, std::memory_order_relaxed);
     m.stepStatus_ = Status::ok();
     m.stepResult_ = StepMetrics();
     m.jobs_.push_back([&m, step] { m.runStep(step); });
@@ -529,6 +531,20 @@ Result<StepMetrics> Bucketer::finishStep() {
                              "; it was reduced as zero. Call markUnused() or set findUnused");
       }
       (void)m.markInternal(static_cast<int>(i), nullptr, true);
+    }
+    // A small model's tail ends within a few hundred microseconds of the last mark: poll for
+    // the engine (spinning, then yielding) for up to kFinishPollNs, at most BRAID_SHM_SPIN_US,
+    // before sleeping on doneCv_. A futex wake-up of a thread whose core went idle costs 20-90
+    // us on the VMs measured. ResNet-50 at 1/10 scale, 2 ranks on 2 cores, 150 steps, six
+    // alternated pairs: tail 0.08-0.09 ms against 0.10-0.13 sleeping at once; BERT-base and
+    // GPT-2 (20-57 ms tails) unchanged within their noise. Longer polls compete with the
+    // collectives' own threads for the cores.
+    constexpr uint64_t kFinishPollNs = 200000;
+    Backoff backoff;
+    const uint64_t pollUntil = nowNs() + std::min(m.spinNs_, kFinishPollNs);
+    while (!m.stepDonePolled_.load(std::memory_order_acquire) &&
+           (backoff.spinning() || nowNs() < pollUntil)) {
+      backoff.pause();
     }
     std::unique_lock<std::mutex> lock(m.mu_);
     // The engine's own waits are bounded by the timeout; this one covers them with a margin.

@@ -111,6 +111,9 @@ class Bucketer::Impl {
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
   bool stepDone_ = true;
+  // stepDone_'s value, readable without mu_: finishStep polls it before it sleeps on doneCv_.
+  std::atomic<bool> stepDonePolled_{true};
+  uint64_t spinNs_ = 0;  // finishStep's spinning and yielding before that sleep (BRAID_SHM_SPIN_US)
   Status stepStatus_;
   StepMetrics stepResult_;  // filled by the engine for the communicating step
 

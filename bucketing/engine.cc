@@ -397,6 +397,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
   stepResult_ = std::move(m);
   stepStatus_ = st;
   stepDone_ = true;
+  stepDonePolled_.store(true, std::memory_order_release);
   doneCv_.notify_all();
 }
 

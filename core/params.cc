@@ -322,7 +322,8 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", "",
        "How long a rank waiting on a peer in the intra-host segment spins before it sleeps on a "
        "futex, when the host's ranks do not outnumber its cores (ranks that do yield instead); "
-       "a futex wake-up costs 20-90 us on the VMs braid is measured on"},
+       "a futex wake-up costs 20-90 us on the VMs braid is measured on; also bounds (at 200 us) "
+       "how long Bucketer::finishStep polls its engine before it sleeps"},
       {"BRAID_BUCKET_CAP_MB", ParamType::kInt, "25", "",
        "Bucketer: largest gradient bucket in MiB (like DDP's bucket_cap_mb); 0 = size buckets "
        "automatically from the alpha-beta model and the observed gradient-ready timeline"},
