@@ -99,9 +99,8 @@ Status planSegmentPieces(const CollArgs& a, const Packs& l, const ShmSegment* se
   s.h = l.plan.host;
   s.j = l.plan.local;
   BRAID_RETURN_IF_ERROR(checkSegmentPieces(a, seg, s.L, s.j));
-  s.p = static_cast<size_t>(s.H) * static_cast<size_t>(s.L);
   s.order = packOrder(a, s.H, s.L);
-  const size_t slice = hierarchicalPieceBytes(a.chunkBytes) / (s.p * a.elemSize);
+  const size_t slice = hierarchicalPieceBytes(a.chunkBytes) / (s.order.size() * a.elemSize);
   s.slice = std::min(block, std::max<size_t>(1, slice));
   s.npieces = (block + s.slice - 1) / s.slice;
   return Status::ok();

@@ -59,7 +59,7 @@ Status checkSegmentPieces(const CollArgs& a, const ShmSegment* seg, int L, int l
 /// least 1 element, at most the block).
 struct SegmentPieces {
   int H = 1, L = 1, h = 0, j = 0;
-  size_t p = 1, slice = 1, npieces = 1;
+  size_t slice = 1, npieces = 1;
   std::vector<int> order;  ///< packOrder: the rank (q, jj) at [jj·H + q]
   int rankOf(int q, int jj) const { return order[static_cast<size_t>(jj * H + q)]; }
 };
