@@ -428,8 +428,7 @@ Status Bucketer::beginStep(bool accumulate) {
   if (!accumulate) {
     const uint64_t step = m.stepIndex_;
     std::lock_guard<std::mutex> lock(m.mu_);
-    m.stepDone_ = false;
-    m.stepDonePolled_.store(false, std::memory_order_relaxed);
+    m.stepDone_.store(false, std::memory_order_relaxed);
     m.stepStatus_ = Status::ok();
     m.stepResult_ = StepMetrics();
     m.jobs_.push_back([&m, step] { m.runStep(step); });
@@ -542,14 +541,15 @@ Result<StepMetrics> Bucketer::finishStep() {
     constexpr uint64_t kFinishPollNs = 200000;
     Backoff backoff;
     const uint64_t pollUntil = nowNs() + std::min(m.spinNs_, kFinishPollNs);
-    while (!m.stepDonePolled_.load(std::memory_order_acquire) &&
+    while (!m.stepDone_.load(std::memory_order_acquire) &&
            (backoff.spinning() || nowNs() < pollUntil)) {
       backoff.pause();
     }
     std::unique_lock<std::mutex> lock(m.mu_);
     // The engine's own waits are bounded by the timeout; this one covers them with a margin.
-    const bool done = m.doneCv_.wait_for(lock, std::chrono::milliseconds(2 * m.timeoutMs_ + 5000),
-                                         [&m] { return m.stepDone_; });
+    const bool done =
+        m.doneCv_.wait_for(lock, std::chrono::milliseconds(2 * m.timeoutMs_ + 5000),
+                           [&m] { return m.stepDone_.load(std::memory_order_acquire); });
     if (!done) {
       status =
           timeoutError("finishStep: the bucket engine of rank " + std::to_string(m.comm_->rank()) +

@@ -105,14 +105,13 @@ class Bucketer::Impl {
 
   // --- engine ---
   std::thread engine_;
-  std::mutex mu_;  // guards jobs_, stop_, stepDone_, stepStatus_, wake-ups
+  std::mutex mu_;  // guards jobs_, stop_, stepStatus_, wake-ups (and stepDone_'s writes)
   std::condition_variable engineCv_;  // the engine waits here for jobs and ready buckets
   std::condition_variable doneCv_;    // callers wait here for jobs to finish
   std::deque<std::function<void()>> jobs_;
   bool stop_ = false;
-  bool stepDone_ = true;
-  // stepDone_'s value, readable without mu_: finishStep polls it before it sleeps on doneCv_.
-  std::atomic<bool> stepDonePolled_{true};
+  // Written under mu_; finishStep also polls it without mu_ before it sleeps on doneCv_.
+  std::atomic<bool> stepDone_{true};
   uint64_t spinNs_ = 0;  // finishStep's spinning and yielding before that sleep (BRAID_SHM_SPIN_US)
   Status stepStatus_;
   StepMetrics stepResult_;  // filled by the engine for the communicating step

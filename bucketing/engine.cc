@@ -396,8 +396,7 @@ void Bucketer::Impl::runStep(uint64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   stepResult_ = std::move(m);
   stepStatus_ = st;
-  stepDone_ = true;
-  stepDonePolled_.store(true, std::memory_order_release);
+  stepDone_.store(true, std::memory_order_release);
   doneCv_.notify_all();
 }
 
