@@ -516,7 +516,20 @@ Result<StepMetrics> Bucketer::finishStep() {
   StepMetrics out;
   Status status, usage;
   const size_t n = m.specs_.size();
+  bool takeOver = false;
   if (!m.stepAccumulate_) {
+    // The engine waiting for the last bucket offers the rest of the step: run it on this thread
+    // rather than wait for the engine's wake-up (Impl::Tail). Taken before the unmarked
+    // parameters below are marked, so that their wake-ups find the engine out of the step. No
+    // wake-up of its own: a thread woken now would compete for the cores with this tail, and
+    // the engine, still in its wait, leaves the step at its next wake-up (the next beginStep's).
+    {
+      std::lock_guard<std::mutex> lock(m.mu_);
+      if (m.tail_ == Impl::Tail::kOffered) {
+        m.tail_ = Impl::Tail::kCaller;
+        takeOver = true;
+      }
+    }
     // Parameters nobody marked contribute zero so that the step completes on every rank
     // (the peers would otherwise wait out the timeout); without findUnused that is an error.
     for (size_t i = 0; i < n; ++i) {
@@ -530,6 +543,10 @@ Result<StepMetrics> Bucketer::finishStep() {
                              "; it was reduced as zero. Call markUnused() or set findUnused");
       }
       (void)m.markInternal(static_cast<int>(i), nullptr, true);
+    }
+    if (takeOver) {
+      (void)m.advanceStep(false);
+      m.completeStep();
     }
     // A small model's tail ends within a few hundred microseconds of the last mark: poll for
     // the engine (spinning, then yielding) for up to kFinishPollNs, at most BRAID_SHM_SPIN_US,
@@ -556,6 +573,7 @@ Result<StepMetrics> Bucketer::finishStep() {
                        " did not finish step " + std::to_string(m.stepIndex_) + " in time");
     } else {
       out = std::move(m.stepResult_);
+      out.tailByCaller = takeOver;
       status = m.stepStatus_;
     }
   }

@@ -4,9 +4,12 @@
 // Threads. Caller threads run beginStep/markReady/markUnused/finishStep; one engine thread per
 // Bucketer issues every collective (finalize checks, calibration, bucket all-reduces in index
 // order, the end-of-step exchange, the rebuild broadcast), so the communicator sees one issuer
-// and the same sequence on every rank. markReady touches only its parameter's slot and the
-// bucket's atomic pending counter; the thread that brings a counter to zero wakes the engine.
-// Layout changes happen only on the engine thread while the caller is blocked in finishStep().
+// and the same sequence on every rank. The one exception is handed over under mu_: when the
+// engine waits for a step's last bucket, finishStep may take the rest of that step (Tail) and
+// run it on the caller's thread while the engine stays out. markReady touches only its
+// parameter's slot and the bucket's atomic pending counter; the thread that brings a counter to
+// zero wakes the engine. Layout changes happen only between steps, on whichever thread completes
+// the step, while the caller is in finishStep().
 #pragma once
 
 #include <atomic>
@@ -114,7 +117,33 @@ class Bucketer::Impl {
   std::atomic<bool> stepDone_{true};
   uint64_t spinNs_ = 0;  // finishStep's spinning and yielding before that sleep (BRAID_SHM_SPIN_US)
   Status stepStatus_;
-  StepMetrics stepResult_;  // filled by the engine for the communicating step
+  StepMetrics stepResult_;  // filled by whoever completes the communicating step
+
+  // One communicating step's schedule: bucket pieces launched and not yet waited for, the next
+  // bucket (and element) to launch, the last completion. Run by the engine, or by finishStep's
+  // thread once it took the step over (Tail).
+  struct Piece {
+    size_t bucket = 0;
+    size_t lo = 0, hi = 0;  // element range of the bucket
+    std::shared_ptr<Work> work;
+  };
+  struct StepRun {
+    uint64_t step = 0;
+    Status st;
+    std::deque<Piece> inflight;
+    size_t next = 0;
+    size_t nextLo = 0;  // first element of bucket `next` not launched yet
+    uint64_t prevDone = 0;
+    StepMetrics metrics;  // buckets filled as each completes, so the tail only adds the last
+  };
+  StepRun run_;
+  // The tail hand-off, under mu_. kOffered: the engine waits for the step's last bucket with
+  // nothing in flight. finishStep, finding the offer, takes the rest of the step (kCaller) and
+  // runs it on its own thread, so the tail does not wait for the engine's wake-up (20-90 us on
+  // the VMs measured); the engine leaves the step at its next wake-up without touching it. An
+  // engine woken first keeps it (kEngine), and finishStep waits as before.
+  enum class Tail { kNone, kOffered, kCaller, kEngine };
+  Tail tail_ = Tail::kNone;
 
   Status init(Communicator* comm, BucketerOptions options);
   /// Runs fn on the engine thread and waits for it (bounded by the timeout).
@@ -125,6 +154,17 @@ class Bucketer::Impl {
   Status verifyRegistrations();
   Status calibrate();
   void runStep(uint64_t step);
+  /// Launches and completes run_'s buckets. On the engine (engine = true): false when finishStep
+  /// took the rest of the step over while the engine waited for the last bucket.
+  bool advanceStep(bool engine);
+  /// Bucket k's metrics (and trace event), once its collective completed.
+  void noteBucketDone(size_t k);
+  /// The step's metrics, the end-of-step exchange and the pending rebuild; publishes the outcome.
+  void completeStep();
+  /// Copies bytes [from, to) of bucket b back to the gradients that overlap them (none when the
+  /// bucket was reduced where its gradient lies).
+  void copyOut(const Bucket& b, size_t from, size_t to);
+  std::string bucketWhere(size_t k) const;
   Status exchangeStepInfo(StepMetrics* m);
   Status rebuildNow(StepMetrics* m);
 

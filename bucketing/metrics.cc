@@ -36,7 +36,8 @@ std::string stepMetricsJson(const StepMetrics& m, int rank) {
       ",\"overlap\":" + num(m.overlap) + ",\"bytes\":" + std::to_string(m.bytes) +
       ",\"wire_bytes\":" + std::to_string(m.wireBytes) + ",\"max_skew_ms\":" + num(m.maxSkewMs) +
       ",\"slowest_rank\":" + std::to_string(m.slowestRank) + ",\"skew_clock\":\"" + m.skewClock +
-      "\",\"buckets\":[";
+      "\",\"tail_by_caller\":" + (m.tailByCaller ? "true" : "false") +
+      ",\"buckets\":[";
   for (size_t k = 0; k < m.buckets.size(); ++k) {
     const BucketMetrics& b = m.buckets[k];
     if (k > 0) s += ",";

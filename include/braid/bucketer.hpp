@@ -125,6 +125,9 @@ struct StepMetrics {
   /// "monotonic" (one host: CLOCK_MONOTONIC is shared by all ranks) or "wait-difference"
   /// (several hosts: skew from how long each rank waited inside the collective, clock-free).
   const char* skewClock = "monotonic";
+  /// finishStep()'s own thread ran the step's last bucket: the engine thread was still waiting
+  /// for it when finishStep() was called, so the tail did not wait for that thread to wake up.
+  bool tailByCaller = false;
   std::vector<BucketMetrics> buckets;
 };
 

@@ -358,7 +358,8 @@ class Bucketer:
 def metrics_dict(m):
     """A StepMetrics as a plain dict (buckets as a list of dicts)."""
     keys = ["step", "communicated", "rebuilt", "step_ms", "compute_ms", "comm_ms", "exposed_ms",
-            "eta", "overlap", "bytes", "wire_bytes", "max_skew_ms", "slowest_rank", "skew_clock"]
+            "eta", "overlap", "bytes", "wire_bytes", "max_skew_ms", "slowest_rank", "skew_clock",
+            "tail_by_caller"]
     d = {k: getattr(m, k) for k in keys}
     d["buckets"] = [{k: getattr(b, k) for k in ("bytes", "wire_bytes", "params", "ready_ms", "start_ms",
                                                  "done_ms", "skew_ms", "slowest_rank")}

@@ -153,6 +153,7 @@ void bindBucketer(py::module_& m) {
       .def_readonly("slowest_rank", &StepMetrics::slowestRank)
       .def_property_readonly("skew_clock",
                              [](const StepMetrics& s) { return std::string(s.skewClock); })
+      .def_readonly("tail_by_caller", &StepMetrics::tailByCaller)
       .def_readonly("buckets", &StepMetrics::buckets)
       .def("json", [](const StepMetrics& s, int rank) { return stepMetricsJson(s, rank); })
       .def("prometheus",

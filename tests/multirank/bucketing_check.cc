@@ -1,7 +1,7 @@
 // bucketing_check: one rank of the Bucketer's multi-rank property tests. Start with braid-run.
 //
 //   bucketing_check [--seed S] [--configs N]     property: random layouts/orders/threads/steps
-//   bucketing_check --scenario mismatch-count|mismatch-shape|unmarked|straggler|metrics
+//   bucketing_check --scenario mismatch-count|mismatch-shape|unmarked|straggler|metrics|tail
 //
 // Property: every configuration (copy or zero-copy; per-tensor, small fixed, default and auto
 // caps; declared unused or findUnused; average or sum) runs several windows of accumulation
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -394,6 +395,81 @@ void straggler(Communicator& comm) {
   }
 }
 
+// The tail hand-off (engine.cc): each step marks every gradient outside the last bucket, waits
+// 30 ms (the engine reduces those buckets and waits for the last), then finishes. On even steps
+// the even ranks leave the last bucket's gradients to finishStep (findUnused: they contribute
+// zero), so the engine is still waiting when finishStep comes: finishStep must take the rest of
+// the step over (tailByCaller) and run it on its own thread. Odd ranks always mark everything.
+// Every result is checked exactly, with codec none and with fp16 (the codec's collectives on the
+// caller's thread).
+void tailHandOff(Communicator& comm) {
+  const int p = comm.size();
+  for (const char* codec : {"none", "fp16"}) {
+    BucketerOptions o;
+    o.sizing = BucketSizing::kFixed;
+    o.bucketCapBytes = o.firstBucketCapBytes = 4096;
+    o.findUnused = true;
+    o.reduction = GradReduction::kSum;
+    o.codec = codec;
+    o.codecMinBytes = 1;
+    auto cb = Bucketer::create(&comm, o);
+    CHECK_OK(cb.status(), "create");
+    Bucketer& b = **cb;
+    constexpr uint32_t kParams = 8;
+    constexpr size_t kCount = 500;  // two per 4 KiB bucket
+    std::vector<std::vector<float>> g(kParams, std::vector<float>(kCount));
+    for (uint32_t i = 0; i < kParams; ++i) CHECK_OK(b.registerParam(i, kCount, DataType::kFloat32, "t" + std::to_string(i)), "register");
+    CHECK_OK(b.finalize(), "finalize");
+    auto value = [](int rank, uint32_t i, size_t j, int step) {
+      return static_cast<float>((rank + 1) * static_cast<int>(j % 7 + i) + step);
+    };
+    int leftOut = 0, takenOver = 0;
+    for (int step = 0; step < 8; ++step) {
+      const std::vector<uint32_t> last = b.bucketLayout().back();
+      auto inLast = [&](uint32_t i) { return std::find(last.begin(), last.end(), i) != last.end(); };
+      const bool leaves = step % 2 == 0 && comm.rank() % 2 == 0;
+      CHECK_OK(b.beginStep(), "beginStep");
+      for (uint32_t i = 0; i < kParams; ++i) {
+        for (size_t j = 0; j < kCount; ++j) g[i][j] = value(comm.rank(), i, j, step);
+        if (!inLast(i)) CHECK_OK(b.markReady(i, g[i].data()), "markReady");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      for (uint32_t i : last) {
+        if (!leaves) CHECK_OK(b.markReady(i, g[i].data()), "markReady last");
+      }
+      auto m = b.finishStep();
+      CHECK_OK(m.status(), std::string("finishStep (codec ") + codec + ")");
+      if (leaves) {
+        ++leftOut;
+        takenOver += m->tailByCaller ? 1 : 0;
+      }
+      for (uint32_t i = 0; i < kParams; ++i) {
+        auto r = b.result(i);
+        CHECK_OK(r.status(), "result");
+        const auto* out = static_cast<const float*>(*r);
+        for (size_t j = 0; j < kCount; ++j) {
+          float want = 0;
+          for (int q = 0; q < p; ++q) {
+            if (!(inLast(i) && step % 2 == 0 && q % 2 == 0)) want += value(q, i, j, step);
+          }
+          if (out[j] != want) {
+            fail(std::string("tail (codec ") + codec + "): step " + std::to_string(step) + " t" +
+                 std::to_string(i) + "[" + std::to_string(j) + "] = " + std::to_string(out[j]) +
+                 ", want " + std::to_string(want) + (m->tailByCaller ? " (tail by caller)" : ""));
+            break;
+          }
+        }
+      }
+    }
+    // The engine reaches its wait within the 30 ms on any sane machine: allow one miss.
+    if (leftOut > 0 && takenOver < leftOut - 1) {
+      fail(std::string("tail (codec ") + codec + "): finishStep took the tail over in " +
+           std::to_string(takenOver) + " of " + std::to_string(leftOut) + " steps");
+    }
+    if (comm.rank() == 0) printf("# tail hand-off (codec %s): %d of %d steps\n", codec, takenOver, leftOut);
+  }
+}
+
 void metricsFile(Communicator& comm) {
   const char* dir = getenv("BRAID_TEST_TMPDIR");
   std::string path = std::string(dir ? dir : "/tmp") + "/bucketing_metrics_" + std::to_string(getppid()) + ".%r.jsonl";
@@ -457,6 +533,7 @@ int main(int argc, char** argv) {
   else if (scenario == "unmarked") test::unmarked(**comm);
   else if (scenario == "straggler") test::straggler(**comm);
   else if (scenario == "metrics") test::metricsFile(**comm);
+  else if (scenario == "tail") test::tailHandOff(**comm);
   else {
     fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
