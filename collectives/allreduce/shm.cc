@@ -30,8 +30,8 @@
 //     against 65–74, 1 MiB 127 against 168–194, 2 MiB 305–309 against 352–374; in place equal
 //     at 256–512 KiB, 124–138 against 126–154 at 1 MiB, 258–265 against 292–303 at 2 MiB.
 // Messages over one half slot (4 MiB by default) take the single copy below (runSingleCopy) up to
-// 32 MiB where every rank has a core, may write the others' memory and the calibrated single
-// copy pays (a.shmPlan.tiled); otherwise (and beyond, and over oneChunkMaxBytes) the pipelined
+// 32 MiB where every rank has a core, may write the others' memory and BRAID_SHM_CMA=on forces
+// it (a.shmPlan.tiled); otherwise (and beyond, and over oneChunkMaxBytes) the pipelined
 // schedule of hierarchical.cc, which on one host is the large path above in pieces cycled over
 // four quarter slots, each rank publishing piece c+1 before it gathers piece c: a rank that the
 // scheduler parks holds the others up less. A piece is the pipelining chunk (1 MiB), at most
@@ -99,14 +99,16 @@ Status runInWindows(const CollArgs& a, const void* sendbuf, void* recvbuf, size_
 // (process_vm_readv into a tile that stays in L2), folds them into its own output, and writes
 // each reduced tile into every peer's output (process_vm_writev); a last hand-off keeps every
 // buffer alive until all are written. No staging slot: no half-slot limit and no pipelining.
-// Taken where every rank has a core, up to kSingleCopyMaxBytes, when the calibrated single copy
-// is quick enough (a.shmPlan.tiled: selector/cost_model.h); the pipelined schedule of
+// Taken where every rank has a core, up to kSingleCopyMaxBytes, only where forced
+// (BRAID_SHM_CMA=on; a.shmPlan.tiled: selector/cost_model.h): the calibrated rates did not tell
+// the machines where it pays from those where it lost 3x. The pipelined schedule of
 // hierarchical.cc otherwise. Measured on the 2-core Intel VM (braid-perf --ranks 2, two runs
 // each, against hierarchical): 8 MiB 1.23–1.25 ms against 1.71–2.26 out of place, 0.83–0.91
 // against 1.45–2.06 in place; 16 MiB 3.1–3.3 against 4.2–5.3, 1.7–1.8 against 3.3–3.4; 32 MiB
 // 9.9–10.9 against 8.7–12.3, 4.0–5.1 against 6.0–7.4; 128 MiB 45.7–47.9 against 37.0–42.9 out of
 // place (in place 27.5–30.0 against 33.7–36.7). With 4 ranks on the 2 cores it lost out of place
-// (8 MiB 6.0 ms against 5.2).
+// (8 MiB 6.0 ms against 5.2). On the 2-core EPYC VM, 2 ranks, it lost 3x (BRAID_SHM_CMA=on
+// against off, alternated): 8 MiB 5.4-5.7 ms against 1.5-1.9, 16 MiB 10.4-10.9 against 3.7-3.9.
 constexpr size_t kSingleCopyTileBytes = 256 * 1024;
 constexpr size_t kSingleCopyMaxBytes = 32u << 20;
 

@@ -247,8 +247,8 @@ namespace {
 // EPYC VM: the push, single copy 7.9 GB/s against 15.3, priced at 0.96: 256 KiB 34 us against
 // 23 through the segment, 1 MiB 119 against 86, 2 MiB 247 against 200; the all-gather's, 6.6
 // against 15.6, priced at 1.18: 4 MiB 276-444 us against 203-267. On the Intel VM the push,
-// priced at 0.67, won by 1.3x. (The broadcast and the tiled all-reduce keep the bare
-// comparison: no measurement has shown them losing where the rates say they win.)
+// priced at 0.67, won by 1.3x. (The broadcast keeps the bare comparison: no measurement has
+// shown it losing where the rates say it wins. The tiled all-reduce runs only where forced.)
 constexpr double kSingleCopyMargin = 0.7;
 }  // namespace
 
@@ -260,7 +260,12 @@ ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool for
     s.pieceMaxBytes =
         std::max<size_t>(64 << 10, static_cast<size_t>(m.llcBytes / (64 * L)) / 4096 * 4096);
   }
-  s.tiled = !crowded;  // with 4 ranks on 2 cores it lost (8 MiB 6.0 ms against 5.2)
+  // The tiled all-reduce only where forced: the probe's rates do not tell where it pays. Priced
+  // at 0.89 of the pipelined copies on the Intel VM it won 1.35-1.7x (16 MiB); priced at 0.85 on
+  // the EPYC VM (single copy 8.28 GB/s against 10.52) it lost 3x: 8 MiB 5.4-5.7 ms against
+  // 1.5-1.9, 16 MiB 10.4-10.9 against 3.7-3.9 (braid-perf --ranks 2 --rounds 2, BRAID_SHM_CMA
+  // on against off, alternated). With 4 ranks on 2 cores it lost too (8 MiB 6.0 ms against 5.2).
+  s.tiled = force && !crowded;
   if (force || m.cmaUsPerByte <= 0 || localRanks < 2) {
     s.push = force || !crowded;
     s.gather = s.broadcast = true;
@@ -269,7 +274,6 @@ ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool for
   const double L = localRanks;
   const double cma = m.cmaUsPerByte, copy = m.copyUsPerByte;
   s.push = !crowded && cma * (L - 1) / L < kSingleCopyMargin * copy;
-  s.tiled = s.tiled && cma * 2 * (L - 1) < copy * (2 * L - 1);
   s.gather = cma * (L - 1) < kSingleCopyMargin * copy * L;
   s.broadcast = cma < copy;
   return s;

@@ -127,9 +127,10 @@ struct FabricModel {
 ///          outnumber the cores (4 ranks on 2 cores, EPYC VM: 1 MiB in 330-358 us against
 ///          213-263 through the segment);
 ///   tiled: over one half slot, the whole all-reduce by single copies (2(L−1)/L·S in place of
-///          the pipelined schedule's (2L−1)/L·S of copies): where cma·2(L−1) < copy·(2L−1)
-///          (2 ranks, EPYC VM: 16 MiB in 6.2-10 ms against 3.4-4.4 ms; Intel VM: 3.1-3.3 against
-///          4.2-5.3).
+///          the pipelined schedule's (2L−1)/L·S of copies): only where forced. The rates do not
+///          predict it: priced at 0.89 of the pipelined copies (cma·2(L−1) against
+///          copy·(2L−1)) it won on the Intel VM (2 ranks, 16 MiB 3.1-3.3 ms against 4.2-5.3);
+///          priced at 0.85 it lost 3x on the EPYC VM (16 MiB 10.4-10.9 ms against 3.7-3.9).
 ///   gather:    all-gather, the L − 1 other blocks by single copy ((L−1)·b) in place of the
 ///              segment's copies in and out (L·b): where cma·(L−1) < 0.7·copy·L (the
 ///              single copy's rate flatters it, as the push's: numbers below);
@@ -141,8 +142,8 @@ struct FabricModel {
 ///   against 433-462.
 /// Neither push nor tiled where the ranks outnumber the cores, except the push when forced.
 /// `crowded` is the segment's agreed view (true also where it has no single copy at all). An
-/// unmeasured CMA rate (0) keeps them all (the push and tiled uncrowded); `force`
-/// (BRAID_SHM_CMA=on) takes them wherever they can run. The collectives take a single copy
+/// unmeasured CMA rate (0) keeps the others (the push uncrowded); `force` (BRAID_SHM_CMA=on)
+/// takes them all wherever they can run (the tiled path uncrowded). The collectives take a single copy
 /// only where the segment allows one besides (ShmSegment::singleCopyMinBytes()).
 ShmPlan makeShmPlan(const FabricModel& m, int localRanks, bool crowded, bool force);
 
