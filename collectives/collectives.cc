@@ -303,8 +303,9 @@ Status Communicator::Impl::measureCallOverhead(detail::Selector& selector,
   // remains of a real call is the fixed work around them. 16 untimed calls bring the ranks in
   // step (the first ones after creation wait for the slowest rank's set-up).
   constexpr int kWarm = 16, kGroups = 8, kPerGroup = 8;
-  double in[1] = {1}, out[1] = {0};
-  const Fingerprint fp = makeFp(Collective::kAllReduce, 1, DataType::kFloat64, ReduceOp::kSum, -1);
+  // The third check's message: the size of the calibration's small segment copy (8 KiB).
+  constexpr size_t kSmallCount = 1024;
+  std::vector<double> in(kSmallCount, 1.0), out(kSmallCount, 0.0);
   // Calls are timed in groups of 8 back to back, and the quickest group's mean per call is
   // taken. Not single calls: a rank that arrives last finds the others waiting and returns at
   // once, so with 4 ranks on 2 cores a quarter of one rank's calls took 0.45 us where a stream
@@ -313,8 +314,12 @@ Status Communicator::Impl::measureCallOverhead(detail::Selector& selector,
   // no 4-rank model was ever cached. The quickest group, as the 10th percentile before: the
   // calls come in two modes, in step with the scheduler or not, and a stream of collectives
   // runs in step; the calls right after creation are often out of step.
-  auto typicalUs = [&](const Choice& choice, double* typical) -> Status {
-    auto body = [&](const detail::CollArgs& a) { return runChoice(choice, a, in, out, 1, -1); };
+  auto typicalUs = [&](const Choice& choice, double* typical, size_t count = 1) -> Status {
+    const Fingerprint fp =
+        makeFp(Collective::kAllReduce, count, DataType::kFloat64, ReduceOp::kSum, -1);
+    auto body = [&](const detail::CollArgs& a) {
+      return runChoice(choice, a, in.data(), out.data(), count, -1);
+    };
     for (int i = 0; i < kWarm; ++i) BRAID_RETURN_IF_ERROR(run(fp, true, body));
     double best = 0;
     for (int g = 0; g < kGroups; ++g) {
@@ -352,18 +357,44 @@ Status Communicator::Impl::measureCallOverhead(detail::Selector& selector,
           typicalUs(Choice{second, selector.costModel().bestChunk(*second, 8)}, &secondTypical));
     }
   }
-  double over[3] = {std::max(0.0, typical - model), typical, secondTypical};
-  BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 3, DataType::kFloat64, ReduceOp::kMax));
+  // The third: the segment's quickest row at 8 KiB, where the model's small-copy rate prices
+  // it. A probe that timed those copies while the ranks fell out of step (0.93 GB/s against
+  // 18 the next probe read, 2 ranks on the EPYC VM) priced shm at 8 KiB 9x too slow and
+  // handed 2-32 KiB to the ring (12 us where shm takes 1); an 8-byte call does not show it.
+  // Only where every rank has a core: there fresh models price it at 0.9-1.1x (2 ranks on the
+  // 2-core VM); with 4 ranks on 2 cores at 1.1-3.0x, too near the 4x that flags a model.
+  const size_t smallBytes = kSmallCount * sizeof(double);
+  const detail::Algorithm* seg = nullptr;
+  double segModel = -1, segTypical = 0;
+  if (checks != nullptr && !selector.costModel().crowded()) {
+    for (const auto& [row, t] : selector.candidates(detail::SelCollective::kAllReduce, smallBytes)) {
+      if (detail::runsOnSegment(*row) && (seg == nullptr || t < segModel)) {
+        seg = row;
+        segModel = t;
+      }
+    }
+    if (seg != nullptr) {
+      BRAID_RETURN_IF_ERROR(typicalUs(
+          Choice{seg, selector.costModel().bestChunk(*seg, smallBytes)}, &segTypical, kSmallCount));
+    }
+  }
+  double over[4] = {std::max(0.0, typical - model), typical, secondTypical, segTypical};
+  BRAID_ASSIGN_OR_RETURN(Op agree, allReduceOp(over, over, 4, DataType::kFloat64, ReduceOp::kMax));
   BRAID_RETURN_IF_ERROR(run(agree.fp, true, agree));
   selector.setCallUs(over[0]);
   if (checks != nullptr) {
     checks->push_back({d.algorithm, over[1], model});
     if (second != nullptr) checks->push_back({second->name, over[2], secondModel});
+    if (seg != nullptr) checks->push_back({seg->name, over[3], segModel, smallBytes});
   }
   BRAID_INFO(
       "selector: a collective call costs %.2f us beyond the model's transfer terms "
       "(8-byte all-reduce, %s: quickest 8 calls %.2f us each, predicted %.2f us)",
       over[0], d.algorithm.c_str(), typical, model);
+  if (seg != nullptr) {
+    BRAID_INFO("selector: %zu-byte all-reduce, %s: quickest 8 calls %.2f us each (slowest rank), "
+               "predicted %.2f us", smallBytes, seg->name, over[3], segModel);
+  }
   return Status::ok();
 }
 

@@ -105,6 +105,7 @@ class Communicator::Impl {
     std::string algorithm;
     double measuredUs = 0;
     double predictedUs = 0;
+    size_t bytes = 8;  // the all-reduce's message
   };
   Status measureCallOverhead(detail::Selector& selector, std::vector<CallCheck>* checks = nullptr);
   /// The selector in effect (null before calibration): closed-loop tuning may replace it at any

@@ -667,7 +667,8 @@ Result<std::shared_ptr<detail::Selector>> Communicator::Impl::buildSelector(
 
 namespace {
 
-// How far a model's 8-byte predictions may stray from the live calls before it is re-probed. A
+// How far a model's predictions (8-byte calls, and the segment's 8 KiB one) may stray from the
+// live calls before it is re-probed. A
 // fresh model on the 2-core VM predicts them within 0.7-1.4x (2-8 ranks, shm and tcp, the call
 // overhead included); the poisoned caches seen there were 18x and 38x too slow. A cached model
 // may also be stale the other way (the fabric got slower): 8x, as the call overhead (up to 3x
@@ -684,14 +685,14 @@ std::string implausible(const std::string& source,
     const char* fmt = nullptr;
     double ratio = 0;
     if (c.predictedUs > kTooSlowFactor * c.measuredUs) {
-      fmt = "predicts %.2f us for an 8-byte %s all-reduce, %.0fx the %.2f us it takes";
+      fmt = "predicts %.2f us for the %zu-byte %s all-reduce, %.0fx the %.2f us it takes";
       ratio = c.predictedUs / c.measuredUs;
     } else if (source == "cache" && c.measuredUs > kTooFastFactor * c.predictedUs) {
-      fmt = "predicts %.2f us for an 8-byte %s all-reduce, 1/%.0f of the %.2f us it takes";
+      fmt = "predicts %.2f us for the %zu-byte %s all-reduce, 1/%.0f of the %.2f us it takes";
       ratio = c.measuredUs / c.predictedUs;
     }
     if (fmt != nullptr) {
-      std::snprintf(buf, sizeof(buf), fmt, c.predictedUs, c.algorithm.c_str(), ratio,
+      std::snprintf(buf, sizeof(buf), fmt, c.predictedUs, c.bytes, c.algorithm.c_str(), ratio,
                     c.measuredUs);
       return buf;
     }
@@ -784,7 +785,7 @@ void Communicator::Impl::writeCache(const detail::PendingCache& pending,
 // Closed-loop tuning
 //
 // A model can be right when the communicator is made and wrong later (the machine got busier or
-// quieter), or wrong in a way the 8-byte check above cannot see (a cache whose bandwidths a probe
+// quieter), or wrong in a way the checks above cannot see (a cache whose bandwidths a probe
 // on a busy machine measured). So the all-reduces of the job itself are held against their
 // predictions: every BRAID_RETUNE_INTERVAL collectives, each rank takes the median and the 10th
 // percentile of measured / predicted time over its latest kLiveWindow all-reduces, and one

@@ -7,7 +7,8 @@
 # the planted model says (a build on the other core), or that the re-probe is itself
 # implausible, a run may keep the planted cache (saying so in the second case); the test then
 # allows two more runs. Then the same for caches whose bandwidths are off (closed-loop tuning,
-# below), and a fresh probe of more ranks than cores must be cached as well.
+# below) and whose small segment copies alone are (the creation check of the segment's 8 KiB
+# all-reduce), and a fresh probe of more ranks than cores must be cached as well.
 #   poisoned_cache.sh BRAID_PERF [BRAID_RUN COLLECTIVES_CHECK]
 set -uo pipefail
 perf=$1
@@ -60,22 +61,28 @@ for run in 1 2 3; do
 done
 [ -n "${repaired:-}" ] || { echo "FAIL: the cache still holds the planted model after 3 runs"; exit 1; }
 
-# Closed-loop tuning: a cache whose bandwidths (every per-byte term) are 30x off either way
-# passes the 8-byte check at creation; the job's own all-reduces (64 KiB-4 MiB, where the
-# per-byte terms dominate) must show it at a vote (every 64 collectives here), every rank
-# re-probes, and the cache is repaired. 30x too slow: the live calls run at 1/30 of their
+# Closed-loop tuning: a cache whose bandwidths (the links' β, the large copies' rates and, 30x
+# too fast, γ) are 30x off either way passes the checks at creation (8 bytes; the segment's
+# 8 KiB all-reduce, priced by the small-copy rate, left as probed, and γ: 30x too slow, γ alone
+# makes that check fire, below); the job's own all-reduces (64 KiB-4 MiB, where the per-byte
+# terms dominate) must show it at a vote (every 64 collectives here), every rank re-probes, and
+# the cache is repaired. 30x too slow: the live calls run at 1/30 of their
 # predictions (the vote needs under 1/4). 30x too fast: at 30x (the vote needs over 8).
 rm -f "$dir"/fabric-*.txt
 "$perf" "${args[@]}" >"$dir/fresh.log" 2>&1 || { cat "$dir/fresh.log"; echo "FAIL: fresh run"; exit 1; }
 ls "$dir"/fabric-*.txt >/dev/null 2>&1 || { echo "SKIP closed loop: the fresh probe was not cached (a busy machine)"; echo PASS; exit 0; }
 cp "$dir"/fabric-*.txt "$dir/fresh-model"
-# Multiplies every per-byte term of the cache (β, γ, the copy rates) by $1.
+# Multiplies the links' β and the large copies' per-byte terms of the cache by $1, and γ where
+# $1 < 1.
 plant_bandwidth() {
   python3 - "$dir"/fabric-*.txt "$1" <<'PY'
 import re, sys
 path, factor = sys.argv[1], float(sys.argv[2])
 text = open(path).read()
-text = re.sub(r"\b((?:intra|inter)_beta\w*_us_per_byte|gamma_us_per_byte|copy\w*_us_per_byte)=([0-9.e+-]+)",
+terms = r"(?:intra|inter)_beta\w*_us_per_byte|copy_us_per_byte|copy_alone_us_per_byte"
+if factor < 1:
+    terms += r"|gamma_us_per_byte"
+text = re.sub(r"\b(" + terms + r")=([0-9.e+-]+)",
               lambda m: f"{m.group(1)}={float(m.group(2)) * factor:g}", text)
 open(path, "w").write(text)
 PY
@@ -105,6 +112,46 @@ for factor in 30 0.0333; do
   done
   [ -n "$ok" ] || { echo "FAIL: β x$factor: the planted cache survived 3 closed-loop runs"; exit 1; }
 done
+
+# The segment's small copies alone 20x too slow (a probe that timed them with the ranks out of
+# step once read 0.93 GB/s where the next read 18): the 8-byte checks cannot see it, and the
+# first vote comes after BRAID_RETUNE_INTERVAL calls; the creation check of the segment's 8 KiB
+# all-reduce must catch it at once, re-probe and rewrite the cache.
+small() { sed -n 's/.* copy_small_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
+cp "$dir/fresh-model" "$dir"/fabric-*.txt
+python3 - "$dir"/fabric-*.txt <<'PY'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+text = re.sub(r"\b(copy_small_us_per_byte)=([0-9.e+-]+)",
+              lambda m: f"{m.group(1)}={float(m.group(2)) * 20:g}", text)
+open(path, "w").write(text)
+PY
+planteds=$(small "$dir"/fabric-*.txt)
+ok=
+for run in 1 2 3; do
+  "$perf" "${args[@]}" >"$dir/small$run.log" 2>&1 || { cat "$dir/small$run.log"; echo "FAIL: small-copy run $run"; exit 1; }
+  grep -q '^# Out of bounds values : 0 OK$' "$dir/small$run.log" || { cat "$dir/small$run.log"; echo "FAIL: wrong results"; exit 1; }
+  nows=$(small "$dir"/fabric-*.txt)
+  if [ "$nows" != "$planteds" ]; then
+    grep -q "calibration: the cached model predicts .* for the 8192-byte .*; re-probing" "$dir/small$run.log" ||
+      { cat "$dir/small$run.log"; echo "FAIL: run $run rewrote the small-copy rate without the 8 KiB check's line"; exit 1; }
+    grep -m1 "the cached model predicts" "$dir/small$run.log" | sed 's/^.*WARN /detected: /'
+    echo "ok: small copies x20 (planted $planteds us/B) repaired in run $run: $nows (fresh $(small "$dir/fresh-model"))"
+    ok=1
+    break
+  fi
+  [ "$nows" = "$planteds" ] || { echo "FAIL: run $run changed the small-copy rate without repairing it"; exit 1; }
+  if grep -q "re-probing" "$dir/small$run.log"; then
+    grep -h "re-probing\|re-probed\|not cached" "$dir/small$run.log" | sed 's/^.*WARN /flagged: /'
+    echo "run $run: flagged, but the re-probe was not cached (a busy machine?); trying again"
+  else
+    # The 8 KiB calls ran out of step with the scheduler (8x their usual time, as the 8-byte
+    # ones sometimes do right after creation): as slowly as the planted model says.
+    echo "run $run: the live 8 KiB calls ran as slowly as the planted model says; trying again"
+  fi
+done
+[ -n "$ok" ] || { echo "FAIL: the planted small-copy rate survived 3 runs"; exit 1; }
 
 # The same with async all-reduces on the progress thread while the caller queries the selector
 # (collectives_check --scenario retune: results right, the probe's model in effect at the end).
