@@ -20,20 +20,24 @@ export BRAID_CALIBRATION_CACHE=$dir BRAID_TIMEOUT_MS=${BRAID_TIMEOUT_MS:-20000}
 args=(--ranks 2 -T 120 -b 8 -e 64K -f 64 -n 20 -w 5)
 
 alpha() { sed -n 's/.*intra_alpha_us=\([0-9.e+-]*\).*/\1/p' "$dir"/fabric-*.txt; }
+# Multiplies the cache's terms whose names match the regular expression $1 by $2.
+scale_terms() {
+  python3 - "$dir"/fabric-*.txt "$1" "$2" <<'PY'
+import re, sys
+path, terms, factor = sys.argv[1], sys.argv[2], float(sys.argv[3])
+text = open(path).read()
+text = re.sub(r"\b(" + terms + r")=([0-9.e+-]+)",
+              lambda m: f"{m.group(1)}={float(m.group(2)) * factor:g}", text)
+open(path, "w").write(text)
+PY
+}
 for try in 1 2 3 4 5; do  # a probe that fails the live check on a busy machine is not cached
   "$perf" "${args[@]}" >"$dir/first.log" 2>&1 || { cat "$dir/first.log"; echo "FAIL: first run"; exit 1; }
   ls "$dir"/fabric-*.txt >/dev/null 2>&1 && break
 done
 ls "$dir"/fabric-*.txt >/dev/null 2>&1 || { cat "$dir/first.log"; echo "FAIL: no cache written in 5 runs"; exit 1; }
 fresh=$(alpha)
-python3 - "$dir"/fabric-*.txt <<'PY'
-import re, sys
-path = sys.argv[1]
-text = open(path).read()
-text = re.sub(r"\b((?:intra|inter)_alpha(?:_one_way)?_us|sync_us)=([0-9.e+-]+)",
-              lambda m: f"{m.group(1)}={float(m.group(2)) * 30:g}", text)
-open(path, "w").write(text)
-PY
+scale_terms '(?:intra|inter)_alpha(?:_one_way)?_us|sync_us' 30
 planted=$(alpha)
 echo "fresh probe: intra α $fresh us; planted: $planted us"
 
@@ -75,17 +79,9 @@ cp "$dir"/fabric-*.txt "$dir/fresh-model"
 # Multiplies the links' β and the large copies' per-byte terms of the cache by $1, and γ where
 # $1 < 1.
 plant_bandwidth() {
-  python3 - "$dir"/fabric-*.txt "$1" <<'PY'
-import re, sys
-path, factor = sys.argv[1], float(sys.argv[2])
-text = open(path).read()
-terms = r"(?:intra|inter)_beta\w*_us_per_byte|copy_us_per_byte|copy_alone_us_per_byte"
-if factor < 1:
-    terms += r"|gamma_us_per_byte"
-text = re.sub(r"\b(" + terms + r")=([0-9.e+-]+)",
-              lambda m: f"{m.group(1)}={float(m.group(2)) * factor:g}", text)
-open(path, "w").write(text)
-PY
+  local terms='(?:intra|inter)_beta\w*_us_per_byte|copy_us_per_byte|copy_alone_us_per_byte'
+  python3 -c "import sys; sys.exit(0 if float('$1') < 1 else 1)" && terms="$terms|gamma_us_per_byte"
+  scale_terms "$terms" "$1"
 }
 beta() { sed -n 's/.* intra_beta_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
 freshb=$(beta "$dir/fresh-model")
@@ -119,14 +115,7 @@ done
 # all-reduce must catch it at once, re-probe and rewrite the cache.
 small() { sed -n 's/.* copy_small_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
 cp "$dir/fresh-model" "$dir"/fabric-*.txt
-python3 - "$dir"/fabric-*.txt <<'PY'
-import re, sys
-path = sys.argv[1]
-text = open(path).read()
-text = re.sub(r"\b(copy_small_us_per_byte)=([0-9.e+-]+)",
-              lambda m: f"{m.group(1)}={float(m.group(2)) * 20:g}", text)
-open(path, "w").write(text)
-PY
+scale_terms copy_small_us_per_byte 20
 planteds=$(small "$dir"/fabric-*.txt)
 ok=
 for run in 1 2 3; do
