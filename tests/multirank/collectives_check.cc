@@ -1238,15 +1238,15 @@ int scenarioWaitTimeout(Communicator* comm) {
   return 0;
 }
 
-// The segment's pipelined broadcast and all-gather, piece after piece, interleaved with other
-// collectives so that ranks enter each one at different moments (run with a small
-// BRAID_SHM_SEGMENT_BYTES: many pieces at small sizes). A reader racing into a broadcast's next
-// piece while a peer still checks the previous collective's fingerprints once read as a
-// mismatch ("rank 1 issued #186 allgather but rank 3 issued #187 broadcast", 4 ranks).
+// The segment's pipelined broadcast, all-gather and reduce-scatter, piece after piece,
+// interleaved with other collectives so that ranks enter each one at different moments (run
+// with a small BRAID_SHM_SEGMENT_BYTES: many pieces at small sizes). A reader racing into a
+// broadcast's next piece while a peer still checks the previous collective's fingerprints once
+// read as a mismatch ("rank 1 issued #186 allgather but rank 3 issued #187 broadcast", 4 ranks).
 int scenarioPieces(Communicator* comm, int rounds) {
   const int r = comm->rank(), p = comm->size();
   Checker c{comm};
-  for (Collective k : {Collective::kAllGather, Collective::kBroadcast}) {
+  for (Collective k : {Collective::kAllGather, Collective::kBroadcast, Collective::kReduceScatter}) {
     if (!c.ok(comm->setAlgorithm(k, "shm"), "force shm")) return 1;
   }
   const DataType t = DataType::kInt32;
@@ -1280,6 +1280,21 @@ int scenarioPieces(Communicator* comm, int rounds) {
     if (c.ok(comm->allGather(a.data(), b.data(), block, t), name)) {
       compare(c, name, t, ReduceOp::kSum, b.data(), block * p, [&](size_t i) {
         return testValue(t, ReduceOp::kSum, static_cast<int>(i / block), i % block, salt);
+      });
+    }
+    // Reduce-scatter of p such blocks: over one half slot (count/3 elements a block), piece by
+    // piece; in place every other pair of rounds.
+    ++salt;
+    a.assign(block * 4 * p, 0);
+    for (size_t i = 0; i < block * p; ++i)
+      storeValue(t, a.data(), i, testValue(t, ReduceOp::kSum, r, i, salt));
+    const bool inplace = round % 4 >= 2;
+    b.assign(block * 4, 0);
+    void* out = inplace ? a.data() + block * 4 * r : b.data();
+    name = "reducescatter shm count=" + std::to_string(block) + (inplace ? " in place" : "");
+    if (c.ok(comm->reduceScatter(a.data(), out, block, t, ReduceOp::kSum), name)) {
+      compare(c, name, t, ReduceOp::kSum, out, block, [&](size_t i) {
+        return expectedReduce(t, ReduceOp::kSum, p, static_cast<size_t>(r) * block + i, salt);
       });
     }
     int32_t one = 1, sum = 0;
