@@ -4,7 +4,7 @@
 // alternating between calls as in allreduce/shm.cc): copy the p − 1 blocks the other ranks
 // reduce into the slot → arrive → reduce the own block from the p contributions in rank order
 // into the output (one synchronization; the own contribution read from the input). Larger
-// inputs take the same schedule piece by piece (runPieces below: each block's piece of at most
+// inputs take the same schedule piece by piece (each block's piece of at most
 // min(kSegmentPieceBytes, H/p), the halves alternating between pieces as between calls); they
 // took the ring (reduce_scatter/ring.cc) over the transport before. Buffers in shared windows
 // take runInWindows below at any size.
@@ -47,50 +47,6 @@ size_t rsPieceBytes(size_t halfBytes, int p, size_t elemSize) {
   return std::max(elemSize, piece / elemSize * elemSize);
 }
 
-// Inputs over one half slot: piece j of every block goes through the slots in generation j's
-// half (the p − 1 other blocks' pieces copied in, piece i at i·piece) → arrive → the own block's
-// piece folded from the p contributions into the output. A half is written again two pieces
-// later, after every rank arrived at the piece between, so after every rank read it.
-Status runPieces(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcount) {
-  ShmSegment* seg = a.shm;
-  const int p = seg->localSize();
-  const int me = seg->localIndex();
-  const size_t es = a.elemSize;
-  const size_t bytes = recvcount * es;
-  const size_t piece = rsPieceBytes(seg->halfBytes(), p, es);
-  const size_t npieces = (bytes + piece - 1) / piece;
-  const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
-  uint8_t* dst = static_cast<uint8_t*>(recvbuf);
-  const size_t lo = static_cast<size_t>(me) * bytes;
-  // In place the output is the own input block, which the fold overwrites before it reads it
-  // (from rank 2 on): then the own piece goes through the slot too.
-  const bool inPlace = dst == src + lo;
-  for (size_t j = 0; j < npieces; ++j) {
-    const uint64_t g = seg->nextGeneration();
-    const int h = static_cast<int>(g & 1);
-    const size_t off = j * piece;
-    const size_t n = std::min(piece, bytes - off);
-    uint8_t* slot = seg->half(me, h);
-    for (int i = 0; i < p; ++i) {
-      if (i != me || inPlace) {
-        copyToShared(slot + static_cast<size_t>(i) * piece,
-                     src + static_cast<size_t>(i) * bytes + off, n);
-      }
-    }
-    seg->arrive(g, a.seq, a.fp);
-    BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
-    const size_t at = static_cast<size_t>(me) * piece;
-    auto contribution = [&](int i) -> const uint8_t* {
-      return i == me && !inPlace ? src + lo + off : seg->half(i, h) + at;
-    };
-    const size_t count = n / es;
-    a.reduce(dst + off, contribution(0), contribution(1), count);
-    for (int i = 2; i < p; ++i) a.reduce(dst + off, dst + off, contribution(i), count);
-    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst + off, count, p);
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 namespace reduce_scatter_shm {
@@ -105,32 +61,52 @@ Status run(const CollArgs& a, const void* sendbuf, void* recvbuf, size_t recvcou
     if (a.size > 1) return internalError("shm reduce-scatter needs one host");
     return reduceScatterRing(a, sendbuf, recvbuf, recvcount);
   }
-  if (bytes * static_cast<size_t>(a.size) > seg->halfBytes()) {
-    return runPieces(a, sendbuf, recvbuf, recvcount);
-  }
+  // Piece j of every block goes through the slots in generation j's half, piece i at i·piece
+  // (the p − 1 other blocks' pieces copied in) → arrive → the own block's piece folded from the
+  // p contributions into the output. Where the p blocks fit one half slot the piece is the whole
+  // block: one hand-off. A half is written again two pieces later, after every rank arrived at
+  // the piece between, so after every rank read it.
   const int p = seg->localSize();
   const int me = seg->localIndex();
-  const uint64_t g = seg->nextGeneration();
-  const int h = static_cast<int>(g & 1);
+  const bool whole = bytes * static_cast<size_t>(p) <= seg->halfBytes();
+  const size_t piece = whole ? bytes : rsPieceBytes(seg->halfBytes(), p, es);
+  const size_t npieces = whole ? 1 : (bytes + piece - 1) / piece;
   const uint8_t* src = static_cast<const uint8_t*>(sendbuf);
   uint8_t* dst = static_cast<uint8_t*>(recvbuf);
-  uint8_t* slot = seg->half(me, h);
   const size_t lo = static_cast<size_t>(me) * bytes;
-  // In place the output is the own input block, which the fold below overwrites before it reads
-  // it (from rank 2 on): then the own block goes through the slot too.
+  // In place the output is the own input block, which the fold overwrites before it reads it
+  // (from rank 2 on): then the own piece goes through the slot too.
   const bool inPlace = dst == src + lo;
-  copyToShared(slot, src, lo);
-  if (inPlace) copyToShared(slot + lo, src + lo, bytes);
-  copyToShared(slot + lo + bytes, src + lo + bytes, static_cast<size_t>(p - me - 1) * bytes);
-  seg->arrive(g, a.seq, a.fp);
-  BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
-  const uint8_t* own = inPlace ? slot + lo : src + lo;
-  auto contribution = [&](int i) -> const uint8_t* {
-    return i == me ? own : seg->half(i, h) + lo;
-  };
-  a.reduce(dst, contribution(0), contribution(1), recvcount);
-  for (int i = 2; i < p; ++i) a.reduce(dst, dst, contribution(i), recvcount);
-  if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst, recvcount, p);
+  for (size_t j = 0; j < npieces; ++j) {
+    const uint64_t g = seg->nextGeneration();
+    const int h = static_cast<int>(g & 1);
+    const size_t off = j * piece;
+    const size_t n = std::min(piece, bytes - off);
+    uint8_t* slot = seg->half(me, h);
+    if (whole) {  // the blocks lie in the slot as in the input: those before and after the own
+      copyToShared(slot, src, lo);
+      if (inPlace) copyToShared(slot + lo, src + lo, bytes);
+      copyToShared(slot + lo + bytes, src + lo + bytes, static_cast<size_t>(p - me - 1) * bytes);
+    } else {
+      for (int i = 0; i < p; ++i) {
+        if (i != me || inPlace) {
+          copyToShared(slot + static_cast<size_t>(i) * piece,
+                       src + static_cast<size_t>(i) * bytes + off, n);
+        }
+      }
+    }
+    // count == 0 still synchronizes once, so that a mismatch (0 vs n) is detected.
+    seg->arrive(g, a.seq, a.fp);
+    BRAID_RETURN_IF_ERROR(seg->waitArrived(g, true));
+    const size_t at = static_cast<size_t>(me) * piece;
+    auto contribution = [&](int i) -> const uint8_t* {
+      return i == me && !inPlace ? src + lo + off : seg->half(i, h) + at;
+    };
+    const size_t count = n / es;
+    a.reduce(dst + off, contribution(0), contribution(1), count);
+    for (int i = 2; i < p; ++i) a.reduce(dst + off, dst + off, contribution(i), count);
+    if (a.op == ReduceOp::kAvg) scaleForAvg(a.type, dst + off, count, p);
+  }
   return Status::ok();
 }
 
