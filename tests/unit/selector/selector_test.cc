@@ -477,7 +477,7 @@ TEST(ShmPlanPolicy, FollowsTheMeasuredRates) {
   m.cmaUsPerByte = 1e-3 / 7.5;  // 0.58x a segment copy
   ShmPlan s = makeShmPlan(m, 2, false, false);
   EXPECT_FALSE(s.push);   // half a single copy is priced at 0.86 of a copy: not under 0.7
-  EXPECT_FALSE(s.tiled);  // 2 single copies (3.4) lose to 3 segment copies
+  EXPECT_FALSE(s.tiled);  // never from the rates (here 2 single copies, 3.4, against 3)
   EXPECT_FALSE(s.gather);  // one single copy (1.72) is priced at 0.86 of two: not under 0.7
   EXPECT_FALSE(s.broadcast);   // loses to one segment copy
   m.cmaUsPerByte = 1e-3 / 10.0;  // 0.78x: one single copy (1.29) at 0.65 of two segment copies
