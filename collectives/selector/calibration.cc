@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "collectives/p2p.h"
 #include "collectives/shm_segment.h"
@@ -493,30 +494,33 @@ Status writeCachedModel(const std::string& path, const std::string& fingerprint,
   return Status::ok();
 }
 
-double measureReduceUsPerByte() {
-  constexpr size_t kElems = 64 * 1024;  // 256 KiB per operand: in L2, like a pipelined chunk
+KernelRates measureKernelRates() {
+  constexpr size_t kElems = 64 * 1024;  // 256 KiB per operand
+  constexpr size_t kCopyBytes = 2u << 20;
   std::vector<float> a(kElems, 1.0f), b(kElems, 2.0f), out(kElems);
-  ReduceFn fn = getReduceFn(DataType::kFloat32, ReduceOp::kSum);
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const double t0 = nowUs();
-    fn(out.data(), a.data(), b.data(), kElems);
-    best = std::min(best, nowUs() - t0);
+  std::vector<uint8_t> src(kCopyBytes, 1), dst(kCopyBytes, 0);
+  const ReduceFn fn = getReduceFn(DataType::kFloat32, ReduceOp::kSum);
+  double reduceUs = 1e30, copyUs = 1e30;
+  for (int round = 0; round < kKernelRounds; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 3; ++i) {
+      const double t0 = nowUs();
+      fn(out.data(), a.data(), b.data(), kElems);
+      reduceUs = std::min(reduceUs, nowUs() - t0);
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      const double t0 = nowUs();
+      std::memcpy(dst.data(), src.data(), kCopyBytes);
+      copyUs = std::min(copyUs, nowUs() - t0);
+      src[i] = dst[kCopyBytes - 1 - i];  // the copies depend on each other
+    }
   }
-  return best / (kElems * sizeof(float));
+  return {reduceUs / (kElems * sizeof(float)), copyUs / kCopyBytes};
 }
 
-double measureCopyUsPerByte() {
-  constexpr size_t kBytes = 2u << 20;
-  std::vector<uint8_t> src(kBytes, 1), dst(kBytes, 0);
-  double best = 1e30;
-  for (int i = 0; i < 4; ++i) {
-    const double t0 = nowUs();
-    std::memcpy(dst.data(), src.data(), kBytes);
-    best = std::min(best, nowUs() - t0);
-    src[static_cast<size_t>(i)] = dst[kBytes - 1 - static_cast<size_t>(i)];
-  }
-  return best / kBytes;
+bool kernelRatesPlausible(const KernelRates& r) {
+  return r.reduceUsPerByte > 0 && r.copyUsPerByte > 0 &&
+         r.reduceUsPerByte <= kMaxReducePerCopy * r.copyUsPerByte;
 }
 
 Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pending) {
@@ -620,10 +624,17 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     m.source = "probe";
     m.coresPerHost = ctx.host.cores;
     if (llc > 0) m.llcBytes = llc;
-    m.gammaUsPerByte = measureReduceUsPerByte();
-    m.copyUsPerByte = measureCopyUsPerByte();
+    const KernelRates kernels = measureKernelRates();
+    m.gammaUsPerByte = kernels.reduceUsPerByte;
+    m.copyUsPerByte = kernels.copyUsPerByte;
     m.copyAloneUsPerByte = m.copyUsPerByte;
-    bool steady = true;
+    bool steady = kernelRatesPlausible(kernels);
+    if (!steady) {
+      BRAID_INFO("calibration: the reduction kernel took %.3g us/byte, %.1fx the copy's %.3g on "
+                 "the same core (a busy machine?)",
+                 kernels.reduceUsPerByte, kernels.reduceUsPerByte / kernels.copyUsPerByte,
+                 kernels.copyUsPerByte);
+    }
     auto readLink = [&](const char* key, LinkCost* l) -> Status {
       BRAID_ASSIGN_OR_RETURN(auto v, ctx.store->get(ctx.prefix + "sel/" + key, ctx.deadline));
       int linkSteady = 0;

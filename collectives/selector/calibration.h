@@ -75,9 +75,23 @@ const char* instrumentedRun();
 Status writeCachedModel(const std::string& path, const std::string& fingerprint,
                         const FabricModel& model);
 
-/// Local kernel timings on this core (best of a few runs): µs per byte.
-double measureReduceUsPerByte();
-double measureCopyUsPerByte();
+/// Local kernel costs on this core, µs per byte: the float sum of two 256 KiB operands (in L2,
+/// like a pipelined chunk) and a 2 MiB memcpy. Each is the best of kKernelRounds short bursts
+/// taken in turns with 1 ms pauses between them (~10 ms in all): taken back to back, one
+/// descheduling spoiled every sample. A 3-rank probe on the 2-core VM, with the test suite
+/// running beside it, cached γ at 1.29 GB/s where later probes read 12-24.
+struct KernelRates {
+  double reduceUsPerByte = 0;
+  double copyUsPerByte = 0;
+};
+constexpr int kKernelRounds = 8;
+KernelRates measureKernelRates();
+/// The reduction reads two operands from L2 and writes one; the copy streams 2 MiB. Per byte the
+/// reduction took 1.1-1.4x the copy in the five models cached on the 2-core EPYC VM (the
+/// poisoned 3-rank one: 10.2x); over kMaxReducePerCopy times it, the core was taken away during
+/// every burst of one kernel and not of the other, and the probe is not cached (calibrateFabric).
+constexpr double kMaxReducePerCopy = 4.0;
+bool kernelRatesPlausible(const KernelRates& rates);
 
 /// One rank's view for the probe.
 struct ProbeContext {

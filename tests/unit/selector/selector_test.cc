@@ -553,12 +553,27 @@ TEST(ShmPlanPolicy, KeepsTheWorkingSetInTheCache) {
 }
 
 TEST(LocalKernels, MeasureSomethingPlausible) {
-  const double gamma = measureReduceUsPerByte();
-  const double copy = measureCopyUsPerByte();
-  EXPECT_GT(gamma, 0);
-  EXPECT_LT(gamma, 1e-2);  // faster than 100 MB/s
-  EXPECT_GT(copy, 0);
-  EXPECT_LT(copy, 1e-2);
+  const KernelRates r = measureKernelRates();
+  EXPECT_GT(r.reduceUsPerByte, 0);
+  EXPECT_LT(r.reduceUsPerByte, 1e-2);  // faster than 100 MB/s
+  EXPECT_GT(r.copyUsPerByte, 0);
+  EXPECT_LT(r.copyUsPerByte, 1e-2);
+  // An idle core's own timings pass the check that keeps a busy machine's out of the cache
+  // (the suite may run beside this test: take the kernels again before calling it implausible).
+  bool plausible = kernelRatesPlausible(r);
+  for (int i = 0; i < 3 && !plausible; ++i) plausible = kernelRatesPlausible(measureKernelRates());
+  EXPECT_TRUE(plausible) << "reduce " << r.reduceUsPerByte << " us/B, copy " << r.copyUsPerByte;
+}
+
+TEST(LocalKernels, ReductionSlowerThanTheCheckAllowsIsNotPlausible) {
+  // The 3-rank model the 2-core EPYC VM cached with the suite running beside it: γ 1.29 GB/s,
+  // the copy alone 13.2 GB/s. Its neighbours: γ 16-21 GB/s, the copy 23-25.
+  EXPECT_FALSE(kernelRatesPlausible({7.73575e-4, 7.57437e-5}));
+  EXPECT_TRUE(kernelRatesPlausible({6.23322e-5, 4.37646e-5}));
+  EXPECT_TRUE(kernelRatesPlausible({kMaxReducePerCopy * 4e-5, 4e-5}));
+  EXPECT_FALSE(kernelRatesPlausible({kMaxReducePerCopy * 4.1e-5, 4e-5}));
+  EXPECT_FALSE(kernelRatesPlausible({0, 4e-5}));
+  EXPECT_FALSE(kernelRatesPlausible({4e-5, 0}));
 }
 
 }  // namespace
