@@ -115,7 +115,9 @@ void usage() {
       "      e.g. 'none;fp16;powersgd:rank=4,start=0'\n"
       "  -J FILE    one JSON object per profile and mode\n"
       "  --zero-copy  gradients live in bucket storage (BucketerOptions::zeroCopy, DDP's\n"
-      "      gradient_as_bucket_view): no copy into the buckets or back\n");
+      "      gradient_as_bucket_view): no copy into the buckets or back\n"
+      "BRAID_METRICS_FILE=PATH (%%r = rank) appends every step's Bucketer metrics, per bucket\n"
+      "ready/start/done times included, one JSON line per step and rank.\n");
 }
 
 bool parseArgs(int argc, char** argv, Options* o) {
@@ -355,7 +357,8 @@ int runRank(const Options& o) {
             !codec.empty() ? codec
                            : (envCodec != nullptr && envCodec[0] != '\0' ? envCodec : "none");
         BucketerOptions bo;
-        bo.metricsFile = "-";
+        // "": BRAID_METRICS_FILE, when set, gets every step's per-bucket timings.
+        bo.metricsFile = "";
         bo.codec = codec;
         bo.zeroCopy = o.zeroCopy;
         if (mode == "per-tensor") {
