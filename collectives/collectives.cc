@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/comm_impl.h"
+#include "collectives/shared_stores.h"
 #include "core/clock.h"
 #include "core/copy.h"
 #include "core/log.h"
@@ -100,11 +101,17 @@ std::shared_ptr<detail::Selector> Communicator::Impl::selector() const {
 }
 
 void Communicator::Impl::installSelector(std::shared_ptr<detail::Selector> selector) {
-  // The kind of stores into shared memory that the model's probe measured faster (a property of
-  // the machine: process-wide), unless BRAID_SHM_STREAM forces one.
+  // The kind of stores into shared memory (a property of the machine: process-wide): what
+  // BRAID_SHM_STREAM forces, else the model's probe measured faster, then what this process's
+  // large same-host calls measure (collectives/shared_stores.h). A communicator with no local
+  // peer copies nothing into shared memory and leaves the choice to those that do.
   const std::string stream = paramString("BRAID_SHM_STREAM");
-  setStreamToShared(stream == "on" ||
-                    (stream != "off" && selector->costModel().model().streamShared));
+  const bool localPeers = segment_ != nullptr && segment_->localSize() > 1;
+  if (stream != "auto" || localPeers) {
+    detail::SharedStores::configure(
+        stream == "on" || (stream != "off" && selector->costModel().model().streamShared),
+        stream == "auto");
+  }
   if (segment_) {
     shmPlan_ = detail::makeShmPlan(selector->costModel().model(), segment_->localSize(),
                                    !segment_->singleCopyUncrowded(), segment_->singleCopyForced());
@@ -131,7 +138,7 @@ Communicator::Impl::Choice Communicator::Impl::choose(Collective c, size_t bytes
   // Closed-loop tuning holds the model to its own picks only: a forced row or a tuning file's
   // may be one the model prices loosely, as it never picks it.
   const bool modelPick = d.reason.compare(0, 5, "model") == 0;
-  const Choice choice{d.row, d.chunkBytes, modelPick ? d.predictedUs : -1};
+  const Choice choice{d.row, d.chunkBytes, modelPick ? d.predictedUs : -1, d.predictedUs};
   if (decisionCache_.size() >= kDecisionCacheEntries) decisionCache_.clear();
   decisionCache_.emplace(key, choice);
   return choice;
@@ -200,10 +207,20 @@ Status runChoice(const Communicator::Impl::Choice& choice, const detail::CollArg
                  const void* sendbuf, void* recvbuf, size_t count, int root) {
   a.ran = choice.algo->name;
   a.predictedUs = choice.predictedUs;
-  if (choice.chunkBytes == 0) return choice.algo->run(a, sendbuf, recvbuf, count, root);
-  detail::CollArgs withChunk = a;
-  withChunk.chunkBytes = choice.chunkBytes;
-  return choice.algo->run(withChunk, sendbuf, recvbuf, count, root);
+  // The kind of stores into shared memory, held to account by the calls that copy the most
+  // (collectives/shared_stores.h).
+  const detail::SharedStores::Call stores = detail::SharedStores::begin(
+      a.shm != nullptr && a.size > 1, count * a.elemSize, choice.pricedUs);
+  Status s;
+  if (choice.chunkBytes == 0) {
+    s = choice.algo->run(a, sendbuf, recvbuf, count, root);
+  } else {
+    detail::CollArgs withChunk = a;
+    withChunk.chunkBytes = choice.chunkBytes;
+    s = choice.algo->run(withChunk, sendbuf, recvbuf, count, root);
+  }
+  detail::SharedStores::end(stores, s.isOk());
+  return s;
 }
 
 Status checkRoot(int root, int size) {

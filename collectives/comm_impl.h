@@ -54,6 +54,7 @@ class Communicator::Impl {
     const detail::Algorithm* algo = nullptr;
     size_t chunkBytes = 0;
     double predictedUs = -1;  ///< the model's time for it (-1: none, or not the model's pick)
+    double pricedUs = -1;     ///< the model's time for it, whoever picked it (-1: none)
   };
   Choice choose(Collective c, size_t bytes) const;
   /// Why `algo` cannot run on this communicator's layout ("" when it can).

@@ -17,7 +17,9 @@ namespace braid {
 /// 16 KiB use memcpy, where the cache-to-cache hand-off is cheaper than a trip to memory. On
 /// machines where the peers read dirty lines fast (an Intel Xeon VM with 2 MiB of L2 per core:
 /// plain stores 1.1–2× faster at 64 KiB–16 MiB), setStreamToShared(false) makes every copy plain;
-/// the calibration probe measures both and chooses (FabricModel::streamShared).
+/// the calibration probe measures both and chooses (FabricModel::streamShared), and the job's
+/// own large same-host calls revise the choice as they run (collectives/shared_stores.h: on the
+/// EPYC VM it flips with where the hypervisor puts the vCPUs).
 void copyToShared(void* dst, const void* src, size_t bytes);
 /// Whether copyToShared and copyToSharedAndLocal stream (non-temporal stores) from
 /// kCopyStreamMinBytes up; process-wide, true until set. A property of the machine: every

@@ -311,7 +311,8 @@ const std::vector<ParamDef>& paramTable() {
        "Copies of 16 KiB and more into shared memory (segments, shm rings): on = non-temporal "
        "stores (to memory, not left dirty in this core's cache), off = plain stores, auto = what "
        "the calibration probe measured faster on this machine (plain where peers read dirty "
-       "lines fast)"},
+       "lines fast), then, while the job runs, whichever its large same-host calls run quicker "
+       "with (one in 16 tries the other kind; the faster kind changes when a VM's vCPUs move)"},
       {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|on|off",
        "Single copies on one host with process_vm_readv/writev, where the kernel allows it "
        "(checked at start-up): all-gather and broadcast read (a broadcast's root also writes) "
