@@ -84,6 +84,13 @@ struct CollArgs {
   mutable const char* ran = nullptr;
   /// The selector's predicted µs for that row and size (-1: none), for closed-loop tuning.
   mutable double predictedUs = -1;
+  /// When the call began (CLOCK_MONOTONIC ns), read only where something uses it: the dispatcher
+  /// (runChoice) reads the clock when the call's predicted µs is at least timeFromUs, which the
+  /// communicator sets per call (0: always, for a trace or a sampled quick call; infinity: never).
+  /// 0 = not read. Reading the clock costs 20-40 ns on the test VMs, a tenth of a 2-rank
+  /// all-reduce of 32 bytes.
+  double timeFromUs = 0;
+  mutable uint64_t startNs = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -207,6 +207,9 @@ Status runChoice(const Communicator::Impl::Choice& choice, const detail::CollArg
                  const void* sendbuf, void* recvbuf, size_t count, int root) {
   a.ran = choice.algo->name;
   a.predictedUs = choice.predictedUs;
+  if (a.startNs == 0 && (a.timeFromUs <= 0 || choice.predictedUs >= a.timeFromUs)) {
+    a.startNs = nowNs();
+  }
   // The kind of stores into shared memory, held to account by the calls that copy the most
   // (collectives/shared_stores.h).
   const detail::SharedStores::Call stores = detail::SharedStores::begin(

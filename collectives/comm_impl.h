@@ -186,7 +186,10 @@ class Communicator::Impl {
   /// every BRAID_RETUNE_INTERVAL collectives the ranks agree whether the model is off, and if it
   /// is they re-probe together and install the new model.
   void startLiveChecks(const detail::Selector& sel);  ///< at the end of setUpSelector
-  void recordLive(const detail::CollArgs& a, uint64_t startNs);
+  void recordLive(const detail::CollArgs& a);
+  /// CollArgs::timeFromUs for the next operation: 0 for a traced collective or a sampled quick
+  /// all-reduce, kTimeEveryCallUs while the live checks run, infinity otherwise.
+  double liveTimeFromUs(bool collective);
   Status retune();
   bool retuneDue() const { return liveInterval_ > 0 && !inRetune_ && seq_ >= nextVoteSeq_; }
   Status execute(const detail::Fingerprint& fp, bool collective, Body body);
@@ -252,7 +255,7 @@ class Communicator::Impl {
   /// re-probe is running (its own collectives are neither recorded nor traced).
   std::vector<float> liveRatios_;
   size_t liveNext_ = 0;
-  uint32_t liveSkipped_ = 0;  ///< quick all-reduces seen (every kSmallSampling-th is timed)
+  uint32_t liveSkipped_ = 0;  ///< collectives seen (every kSmallSampling-th is timed)
   uint64_t nextVoteSeq_ = 0;
   uint64_t liveInterval_ = 0;
   int reprobes_ = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -807,20 +808,26 @@ constexpr size_t kLiveWindow = 64;
 constexpr size_t kLiveMinSamples = 16;
 constexpr int kMaxReprobes = 4;
 // Reading the clock once more costs 20-40 ns: every all-reduce predicted to take at least this
-// long is timed (under 1%), and one in kSmallSampling of the quicker ones.
+// long is timed (under 1%), and one in kSmallSampling of the quicker ones (liveTimeFromUs counts
+// every collective, runChoice reads the clock).
 constexpr double kTimeEveryCallUs = 5;
 constexpr uint32_t kSmallSampling = 16;
 
 }  // namespace
 
-void Communicator::Impl::recordLive(const detail::CollArgs& a, uint64_t startNs) {
+double Communicator::Impl::liveTimeFromUs(bool collective) {
+  if (tracer_ && collective && !inRetune_) return 0;  // every traced collective has its times
+  if (liveInterval_ == 0 || inRetune_ || !collective) return HUGE_VAL;
+  return ++liveSkipped_ % kSmallSampling == 0 ? 0 : kTimeEveryCallUs;
+}
+
+void Communicator::Impl::recordLive(const detail::CollArgs& a) {
   if (liveInterval_ == 0 || inRetune_ || a.fp.collective != Collective::kAllReduce ||
-      a.predictedUs <= 0) {
+      a.predictedUs <= 0 || a.startNs == 0) {
     return;
   }
-  if (a.predictedUs < kTimeEveryCallUs && ++liveSkipped_ % kSmallSampling != 0) return;
   const float ratio =
-      static_cast<float>(static_cast<double>(nowNs() - startNs) / 1000.0 / a.predictedUs);
+      static_cast<float>(static_cast<double>(nowNs() - a.startNs) / 1000.0 / a.predictedUs);
   if (liveRatios_.size() < kLiveWindow) {
     liveRatios_.push_back(ratio);
   } else {
@@ -918,7 +925,12 @@ Status Communicator::Impl::checkAbort() {
 // count), and compares it with the peers it waits for: the same sequence number with a different
 // collective is the caller's error, reported as such.
 Status Communicator::Impl::checkStalledOrder() {
-  if (curSeq_ == 0 || !p2p_ || nowNs() - curSinceNs_ < 1000000000ull) return Status::ok();
+  if (curSeq_ == 0 || !p2p_) return Status::ok();
+  // The collective's start as this check first saw it (execute reads no clock): a stall shows
+  // one to two checks (0.5-1 s) later than a second after the call.
+  const uint64_t now = nowNs();
+  if (curSinceNs_ == 0) curSinceNs_ = now;
+  if (now - curSinceNs_ < 1000000000ull) return Status::ok();
   if (!curPublished_) {
     const std::string mine = std::to_string(curSeq_) + " " +
                              std::to_string(detail::packFingerprint(curFp_)) + " " +
@@ -1117,17 +1129,20 @@ Status Communicator::Impl::execute(const detail::Fingerprint& fp, bool collectiv
   a.hostShm = segment_.get();
   a.shmPlan = shmPlan_;
   if (segment_ && collective) segment_->announce(a.seq, fp);
+  a.timeFromUs = liveTimeFromUs(collective);
   curSeq_ = a.seq;
   curFp_ = fp;
-  curSinceNs_ = nowNs();
+  curSinceNs_ = 0;  // checkStalledOrder's first look sets it: no clock read on every call
   curPublished_ = false;
   // A local peer that already failed the communicator (a Work.wait timeout, an abort) may have
   // left everything this collective needs in the segment; it must fail here, not complete.
   Status s = segment_ ? segment_->abortStatus() : Status::ok();
   if (s.isOk()) s = body(a);
   curSeq_ = 0;
-  if (s.isOk() && collective) recordLive(a, curSinceNs_);
-  if (tracer_ && collective && !inRetune_) traceCollective(a, curSinceNs_, s);
+  if (s.isOk() && collective) recordLive(a);
+  if (tracer_ && collective && !inRetune_) {
+    traceCollective(a, a.startNs != 0 ? a.startNs : nowNs(), s);  // 0: a body without a row
+  }
   bool publish = true;
   // A timeout in the host's segment (a local rank never arrived) or in a point-to-point wait.
   const std::vector<int> noPeers;

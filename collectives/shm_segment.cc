@@ -391,13 +391,15 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints,
     // to 100 us: measured with 4 ranks on 2 cores, 8 B takes 3.2 us yielding 100 us, 4.5 us
     // yielding 20 us, and 23 us going to the futex at once (a futex wake-up costs more here
     // than a yield).
-    // With more ranks than cores the clock is read only every 8th yield, and not at all when
-    // the flag is up already: the reads took 8% of the cycles of 8 ranks on 2 cores passing
-    // 8-byte all-reduces (perf record), more than the waits' own user-space part, and every
-    // cycle here is one a peer that has yet to arrive does not get.
-    uint64_t start = oversubscribed_ ? 0 : nowNs();
-    uint64_t spinUntil = start + spinNs_;
-    uint64_t lastCheck = start;
+    // The clock is read only every 64th spin (every 8th yield with more ranks than cores), and
+    // not at all when the flag is up already: with 8 ranks on 2 cores the reads took 8% of the
+    // cycles passing 8-byte all-reduces (perf record), more than the waits' own user-space
+    // part, and every cycle here is one a peer that has yet to arrive does not get; with 2
+    // ranks, a read on entry was 7% of a 32-byte all-reduce's cycles. The spin and yield
+    // phases are timed from that first read (at most 64 spins late: about a microsecond).
+    uint64_t start = 0;
+    uint64_t spinUntil = 0;
+    uint64_t lastCheck = 0;
     uint32_t rounds = 0;
     bool stallReported = false;
     bool sleeping = false;  // past the spin/yield phase: every round sleeps on the futex
@@ -416,7 +418,7 @@ Status ShmSegment::waitFlag(bool arriveFlag, uint64_t g, bool checkFingerprints,
       const uint64_t now = nowNs();
       if (start == 0) {
         start = lastCheck = now;
-        spinUntil = now + 100000ull;
+        spinUntil = now + (oversubscribed_ ? 100000ull : spinNs_);
       }
       if (now < spinUntil) {
         // Past the first 5 us, yield: another thread of this process (a Bucketer's engine
