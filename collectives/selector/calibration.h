@@ -77,9 +77,8 @@ Status writeCachedModel(const std::string& path, const std::string& fingerprint,
 
 /// Local kernel costs on this core, µs per byte: the float sum of two 256 KiB operands (in L2,
 /// like a pipelined chunk) and a 2 MiB memcpy. Each is the best of kKernelRounds short bursts
-/// taken in turns with 1 ms pauses between them (~10 ms in all): taken back to back, one
-/// descheduling spoiled every sample. A 3-rank probe on the 2-core VM, with the test suite
-/// running beside it, cached γ at 1.29 GB/s where later probes read 12-24.
+/// taken in turns with 1 ms pauses between them (~10 ms in all), so that one descheduling cannot
+/// spoil every sample, as it could when each kernel ran its 4-5 runs back to back.
 struct KernelRates {
   double reduceUsPerByte = 0;
   double copyUsPerByte = 0;
@@ -87,9 +86,12 @@ struct KernelRates {
 constexpr int kKernelRounds = 8;
 KernelRates measureKernelRates();
 /// The reduction reads two operands from L2 and writes one; the copy streams 2 MiB. Per byte the
-/// reduction took 1.1-1.4x the copy in the five models cached on the 2-core EPYC VM (the
-/// poisoned 3-rank one: 10.2x); over kMaxReducePerCopy times it, the core was taken away during
-/// every burst of one kernel and not of the other, and the probe is not cached (calibrateFabric).
+/// reduction took 1.1-1.4x the copy in the five sound models cached on the 2-core EPYC VM. Over
+/// kMaxReducePerCopy times it, the probe is not cached (calibrateFabric): the core was taken
+/// away during every burst of one kernel and not the other, or the reduction is instrumented or
+/// unoptimized where libc's memcpy is not. An ASan+UBSan build measures 16x (γ 1.29 GB/s); the
+/// 3-rank model this VM had cached held that very γ (10.2x its copy), from before sanitizer
+/// builds were kept out of the cache by name (instrumentedRun), which a UBSan-only build is not.
 constexpr double kMaxReducePerCopy = 4.0;
 bool kernelRatesPlausible(const KernelRates& rates);
 
