@@ -547,7 +547,16 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
       if (!cachePath.empty()) {
         auto cached = ctx.forceProbe ? Result<FabricModel>(invalidArgument("re-probing"))
                                      : readCachedModel(cachePath, fingerprint);
-        if (cached.isOk()) {
+        if (cached.isOk() && cached->copyAloneUsPerByte > 0 &&
+            !kernelRatesPlausible({cached->gammaUsPerByte, cached->copyAloneUsPerByte})) {
+          // Written before the probe checked its kernels (a sanitizer build's, say): no live
+          // call can show it where the ranks outnumber the cores.
+          BRAID_WARN("calibration: the cached model's reduction (%.3g GB/s) takes %.1fx its "
+                     "copy's time per byte, more than a sound probe measures; re-probing (%s)",
+                     1e-3 / cached->gammaUsPerByte,
+                     cached->gammaUsPerByte / cached->copyAloneUsPerByte, cachePath.c_str());
+          cached = invalidArgument("implausible cached model");
+        } else if (cached.isOk()) {
           plan = "cache " + cached->serialize();
         } else {
           BRAID_INFO("calibration: %s; probing", cached.status().message().c_str());
