@@ -66,9 +66,12 @@ def fabric_hosts(p):
 
 
 def load(path, inplace):
-    """{(placement, coll): {impl: {bytes: row}}}, the fastest row per size; and the rank counts."""
+    """{(placement, coll): {impl: {bytes: row}}}, the fastest row per size; the rank counts; and
+    {(placement, coll): {impl: [(ns before, ns after), ...]}}, the core round trip around each
+    run (compare_peers.sh's core_rtt)."""
     groups = {}
     ranks = {}
+    rtts = {}
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -87,12 +90,17 @@ def load(path, inplace):
                 if not (impl == "braid" and coll == "broadcast" and r.get("inplace")):
                     continue
                 impl = BRAID_ONE_BUFFER
+            rtt = r.get("core_rtt_ns")
+            if isinstance(rtt, list) and len(rtt) == 2 and impl != BRAID_ONE_BUFFER:
+                runs = rtts.setdefault((placement, coll), {}).setdefault(impl, [])
+                if tuple(rtt) not in runs:
+                    runs.append(tuple(rtt))
             g = groups.setdefault((placement, coll), {}).setdefault(impl, {})
             b = int(r["bytes"])
             if b not in g or r["time_us"] < g[b]["time_us"]:
                 g[b] = r
             ranks[placement] = int(r["ranks"])
-    return groups, ranks
+    return groups, ranks, rtts
 
 
 def empty_blocks(row):
@@ -129,7 +137,7 @@ def fmt(v, f="%.2f"):
     return "-" if v is None else f % v
 
 
-def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
+def print_tables(groups, ranks, rtts, rate_bps, rate_text, tcp_bps=0.0):
     for placement in sorted({p for p, _ in groups}, key=placement_key):
         hosts = fabric_hosts(placement)
         for coll in COLLS:
@@ -178,6 +186,16 @@ def print_tables(groups, ranks, rate_bps, rate_text, tcp_bps=0.0):
                 if braid and braid.get("wrong", 0) > 0:
                     ratio += f"  ({braid['wrong']:.0f} wrong!)"
                 print(line + " | " + ratio)
+            runs = rtts.get((placement, coll), {})
+            if runs:
+                # Where the vCPUs sat during each run (bench/micro/core_roundtrip): rows of runs
+                # whose round trips differ several-fold compare two placements, not two libraries.
+                parts = []
+                for i in IMPLS:
+                    if i in runs:
+                        pairs = ", ".join(f"{fmt(a, '%.0f')}/{fmt(b, '%.0f')}" for a, b in runs[i])
+                        parts.append(f"{LABELS[i]} {pairs}")
+                print("# core round trip before/after each run, ns: " + "; ".join(parts))
 
 
 def size_text(b):
@@ -281,14 +299,14 @@ def main():
                     help="TCP's goodput per direction on the fabric (iperf3 --bidir), bytes/s")
     ap.add_argument("--no-plot", action="store_true")
     a = ap.parse_args()
-    groups, ranks = load(a.jsonl, a.inplace)
+    groups, ranks, rtts = load(a.jsonl, a.inplace)
     if not groups:
         print(f"compare_peers.py: no rows in {a.jsonl}", file=sys.stderr)
         return 1
     print("# times in us, busbw in GB/s; braid / best peer: braid's time / the fastest peer's at"
           " that size (<1 = braid faster; against MPI's one-buffer broadcast braid's in-place"
           " time); '-' = no result")
-    print_tables(groups, ranks, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s", a.tcp_Bps)
+    print_tables(groups, ranks, rtts, a.rate_Bps, a.rate_text or f"{a.rate_Bps:g} B/s", a.tcp_Bps)
     if not a.no_plot:
         any_row = next(iter(next(iter(groups.values())).values()))
         r0 = next(iter(any_row.values()))

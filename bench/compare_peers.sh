@@ -15,8 +15,10 @@
 # one buffer, so against MPICH's and Open MPI's broadcast the ratio takes braid's in-place time,
 # printed in its own column "braid i.p.", and says so on the row; a reduce-scatter or
 # all-gather with fewer elements than ranks, where every block is empty and MPI returns at once,
-# gets no ratio). Every JSON line
-# of every run goes to one file, tagged with "impl" and "placement"; bench/compare_peers.py draws
+# gets no ratio). Under each table, the cache-line round trip between the first two CPUs
+# (bench/micro/core_roundtrip) before and after each run: where the hypervisor put the vCPUs,
+# which on a VM can move same-host times 2x between runs. Every JSON line of every run goes to
+# one file, tagged with "impl", "placement" and "core_rtt_ns"; bench/compare_peers.py draws
 # DIR/compare-peers.png (busbw vs size, one panel per collective x placement) and
 # DIR/compare-peers-ratio.png (braid's time / the best peer's, per size).
 #
@@ -239,7 +241,7 @@ if [[ $do_build == 1 ]]; then
      [[ -f /usr/include/gloo/allreduce.h ]]; then
     cmake "$build_dir" >/dev/null 2>&1
   fi
-  targets=(braid-run braid-stream)
+  targets=(braid-run braid-stream core_roundtrip)
   for c in $colls; do targets+=("$(braid_bin "$c")"); done
   echo "# building ${targets[*]} (-j$jobs)"
   cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}" >/dev/null ||
@@ -262,20 +264,34 @@ out_dir=$(cd "$out_dir" && pwd)
 : >"$json_out"
 failures=0
 
+# The cache-line round trip between the first two usable CPUs in ns (bench/micro/core_roundtrip,
+# 20000 round trips: ~2-10 ms), or null: where the hypervisor put the vCPUs. On the EPYC VM it
+# switches between ~110 and ~500 ns every few seconds to minutes, and same-host times move with it
+# (up to 2x), so every run carries the figure from before and after it.
+core_rtt() {
+  local v
+  v=$("$build_dir/bench/micro/core_roundtrip" --ops 20000 2>/dev/null | awk '!/^#/ && $3 ~ /^[0-9]+$/ { print $3; exit }')
+  echo "${v:-null}"
+}
+
 # run NAME IMPL PLACEMENT COMMAND...: runs one benchmark under the time limit (with -J appended),
-# keeps its output, and adds its JSON lines, tagged, to the combined file.
+# keeps its output, and adds its JSON lines, tagged (implementation, placement, the core round
+# trip before and after), to the combined file.
 run() {
-  local name=$1 impl=$2 placement=$3 json=$out_dir/$1.jsonl
+  local name=$1 impl=$2 placement=$3 json=$out_dir/$1.jsonl rtt0 rtt1
   shift 3
   echo "# running $name: $*"
+  rtt0=$(core_rtt)
   timeout -k 10 "$limit" "$@" -J "$json" >"$out_dir/$name.txt" 2>&1
   local rc=$?
+  rtt1=$(core_rtt)
   if [[ $rc != 0 ]]; then
     echo "# $name FAILED (exit $rc); last lines of $out_dir/$name.txt:"
     tail -n 5 "$out_dir/$name.txt" | sed 's/^/#   /'
     failures=$((failures + 1))
   fi
-  [[ -f $json ]] && sed "s/}\$/,\"impl\":\"$impl\",\"placement\":\"$placement\"}/" "$json" >>"$json_out"
+  [[ -f $json ]] && sed "s/}\$/,\"impl\":\"$impl\",\"placement\":\"$placement\",\"core_rtt_ns\":[$rtt0,$rtt1]}/" \
+    "$json" >>"$json_out"
   return 0
 }
 

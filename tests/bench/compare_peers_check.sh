@@ -38,6 +38,15 @@ done
 if grep -q '"wrong":[1-9]' "$json"; then
   grep '"wrong":[1-9]' "$json" | head -3; echo "FAIL: wrong elements"; exit 1
 fi
+# Every run carries the core round trip from before and after it (bench/micro/core_roundtrip: where
+# the vCPUs sat), and every table prints them.
+if [ "$(nproc)" -ge 2 ]; then
+  n=$(grep -c '"core_rtt_ns":\[[0-9][0-9]*,[0-9][0-9]*\]}$' "$json")
+  [ "$n" -eq "$(grep -c '^{' "$json")" ] ||
+    { grep -v '"core_rtt_ns":\[[0-9]' "$json" | head -2; echo "FAIL: rows without the core round trip"; exit 1; }
+  [ "$(grep -c '^# core round trip before/after each run, ns: braid [0-9]' "$work/log")" -eq 4 ] ||
+    { cat "$work/log"; echo "FAIL: a table without its core round trip line"; exit 1; }
+fi
 # MPI_Bcast has one buffer: the out-of-place broadcast table sets braid's in-place time beside it
 # (its own column) and each row that compares with MPI says so.
 bcast=$(sed -n '/^## broadcast, 2 local/,/^$/p' "$work/log")
