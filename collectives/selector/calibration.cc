@@ -640,7 +640,7 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     bool steady = kernelRatesPlausible(kernels);
     if (!steady) {
       BRAID_INFO("calibration: the reduction kernel took %.3g us/byte, %.1fx the copy's %.3g on "
-                 "the same core (a busy machine?)",
+                 "the same core (a busy machine, or an instrumented build?)",
                  kernels.reduceUsPerByte, kernels.reduceUsPerByte / kernels.copyUsPerByte,
                  kernels.copyUsPerByte);
     }
@@ -674,12 +674,14 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
     // is a probe of an instrumented process, which times the machine several times slower than
     // it is (a valgrind run of braid-perf cached a model 55x too slow).
     const char* instrumented = instrumentedRun();
-    if (!cachePath.empty() && !steady) {
-      BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "
-                 "(%s)", cachePath.c_str());
-    } else if (!cachePath.empty() && instrumented != nullptr) {
+    // (An instrumented process is named first: its reduction kernel fails the plausibility
+    // check too, and "busy" would mislead.)
+    if (!cachePath.empty() && instrumented != nullptr) {
       BRAID_INFO("calibration: this process runs under %s; the probe's result is not cached (%s)",
                  instrumented, cachePath.c_str());
+    } else if (!cachePath.empty() && !steady) {
+      BRAID_WARN("calibration: the machine was busy during the probe; its result is not cached "
+                 "(%s)", cachePath.c_str());
     } else if (!cachePath.empty() && pending != nullptr) {
       pending->path = cachePath;
       pending->fingerprint = fingerprint;
