@@ -19,7 +19,9 @@ trap 'rm -rf "$dir"' EXIT
 export BRAID_CALIBRATION_CACHE=$dir BRAID_TIMEOUT_MS=${BRAID_TIMEOUT_MS:-20000}
 args=(--ranks 2 -T 120 -b 8 -e 64K -f 64 -n 20 -w 5)
 
-alpha() { sed -n 's/.*intra_alpha_us=\([0-9.e+-]*\).*/\1/p' "$dir"/fabric-*.txt; }
+# The value of the cache term named $1 in the model file $2.
+term() { sed -n "s/.* $1=\([0-9.e+-]*\).*/\1/p" "$2"; }
+alpha() { term intra_alpha_us "$dir"/fabric-*.txt; }
 # Multiplies the cache's terms whose names match the regular expression $1 by $2.
 scale_terms() {
   python3 - "$dir"/fabric-*.txt "$1" "$2" <<'PY'
@@ -83,7 +85,7 @@ plant_bandwidth() {
   python3 -c "import sys; sys.exit(0 if float('$1') < 1 else 1)" && terms="$terms|gamma_us_per_byte"
   scale_terms "$terms" "$1"
 }
-beta() { sed -n 's/.* intra_beta_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
+beta() { term intra_beta_us_per_byte "$1"; }
 freshb=$(beta "$dir/fresh-model")
 for factor in 30 0.0333; do
   cp "$dir/fresh-model" "$dir"/fabric-*.txt 2>/dev/null || true
@@ -117,7 +119,7 @@ done
 # slow as it says). A likely cause, not measured for this check: while the VM's two vCPUs share
 # no cache (bench/micro/core_roundtrip: 450-530 ns against 90-140) every hand-off is slower.
 # Five runs, 2 s apart, as such spells last seconds to minutes.
-small() { sed -n 's/.* copy_small_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$1"; }
+small() { term copy_small_us_per_byte "$1"; }
 cp "$dir/fresh-model" "$dir"/fabric-*.txt
 scale_terms copy_small_us_per_byte 50
 planteds=$(small "$dir"/fabric-*.txt)
@@ -203,7 +205,7 @@ echo "ok: the next $crowd-rank run used the cached model"
 # cached). With the ranks outnumbering the cores no live call at creation prices it, so the cache
 # itself must be refused: the next run says so, re-probes, and leaves a sound γ (three runs: a
 # crowded re-probe may be unsteady, and then not cached).
-gamma() { sed -n 's/.* gamma_us_per_byte=\([0-9.e+-]*\).*/\1/p' "$dir"/fabric-*.txt; }
+gamma() { term gamma_us_per_byte "$dir"/fabric-*.txt; }
 sound=$(gamma)
 scale_terms gamma_us_per_byte 20
 for try in 1 2 3; do

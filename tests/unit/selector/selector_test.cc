@@ -572,8 +572,9 @@ TEST(LocalKernels, MeasureSomethingPlausible) {
 }
 
 TEST(LocalKernels, ReductionSlowerThanTheCheckAllowsIsNotPlausible) {
-  // The 3-rank model the 2-core EPYC VM cached with the suite running beside it: γ 1.29 GB/s,
-  // the copy alone 13.2 GB/s. Its neighbours: γ 16-21 GB/s, the copy 23-25.
+  // The 3-rank model the 2-core EPYC VM cached from an ASan+UBSan build (before such probes were
+  // kept out of the cache): γ 1.29 GB/s, the copy alone 13.2 GB/s. Its neighbours: γ 16-21 GB/s,
+  // the copy 23-25.
   EXPECT_FALSE(kernelRatesPlausible({7.73575e-4, 7.57437e-5}));
   EXPECT_TRUE(kernelRatesPlausible({6.23322e-5, 4.37646e-5}));
   EXPECT_TRUE(kernelRatesPlausible({kMaxReducePerCopy * 4e-5, 4e-5}));
