@@ -484,7 +484,9 @@ Status Bucketer::Impl::markInternal(int idx, void* grad, bool unused) {
   // and rebuild the layout (freeing the bucket) as soon as the count reaches zero.
   if (!stepAccumulate_ && b.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard<std::mutex> lock(mu_);  // no lost wake-up: the engine checks under mu_
-    engineCv_.notify_all();
+    // An offered tail (or one finishStep took) is the caller's to run: the engine finds the
+    // bucket complete at its next poll if finishStep does not come first (engine.cc).
+    if (tail_ != Tail::kOffered && tail_ != Tail::kCaller) engineCv_.notify_all();
   }
   return Status::ok();
 }
