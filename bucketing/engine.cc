@@ -26,10 +26,10 @@
 // it and runs the same schedule, metrics, exchange and rebuild on the caller's thread. ResNet-50
 // in braid-train-bench --ranks 2 -m auto -n 20, four alternated pairs: tail 0.06-0.07 ms
 // against 0.08-0.13. The mark that completes the offered bucket does not wake the engine, which
-// polls every kTailPollMs while it offers: that wake-up, on the 2-core VM, landed inside the
-// tail's all-reduce or the exchange (a rank's step ended 60-130 us after its peer's in 5 of 20
-// steps). Eight alternated runs, -n 10: exposed_per_floor 0.61-1.66 (median 1.09) against
-// 1.19-2.20 (median 1.58).
+// polls every kTailPollMs while it offers: on the 2-core VM that wake-up competes for the cores
+// with both ranks' tails (with it, one rank's step ended 48-99 us after its peer's, past the
+// exchange, in 8 of 20 traced steps). Eight alternated runs, -n 10: exposed_per_floor
+// 0.61-1.66 (median 1.09) against 1.19-2.20 (median 1.58).
 //
 // Compressed buckets (a codec for the bucket's size class, float32 only): when bucket k is
 // complete and nothing is queued, the engine runs the codec's allReduce (1–3 blocking
