@@ -8,8 +8,9 @@
 // engine waits for a step's last bucket, finishStep may take the rest of that step (Tail) and
 // run it on the caller's thread while the engine stays out. markReady touches only its
 // parameter's slot and the bucket's atomic pending counter; the thread that brings a counter to
-// zero wakes the engine, unless the engine offered that bucket to finishStep. Layout changes happen only between steps, on whichever thread completes
-// the step, while the caller is in finishStep().
+// zero wakes the engine, unless the engine offered that bucket to finishStep. Layout changes
+// happen only between steps, on whichever thread completes the step, while the caller is in
+// finishStep().
 #pragma once
 
 #include <atomic>
@@ -142,8 +143,8 @@ class Bucketer::Impl {
   // runs it on its own thread, so the tail does not wait for the engine's wake-up (20-90 us on
   // the VMs measured); the engine leaves the step at its next wake-up without touching it. An
   // engine woken first keeps it (kEngine), and finishStep waits as before. The mark that
-  // completes an offered bucket does not wake the engine (kTailPollMs in engine.cc): the wake-up
-  // would land while both ranks run the tail, on a machine with a core per rank.
+  // completes an offered bucket does not wake the engine, which polls (kTailPollMs in engine.cc):
+  // with a core per rank, that wake-up competes with both ranks' tails for the cores.
   enum class Tail { kNone, kOffered, kCaller, kEngine };
   Tail tail_ = Tail::kNone;
 

@@ -9,16 +9,16 @@
 // thread: the tail saves the hand-off to the communicator's worker and back (ResNet-50 in
 // braid-train-bench: exposed 0.26-0.30 → 0.08-0.15 ms). Results are copied back to the
 // callers' gradients piece by piece, while later pieces are on the wire: so only the last
-// piece's copy back stays in the step's tail, not the whole last bucket's (BERT's 94 MB word embedding: a copy of ~10 ms on
-// the 2-core VM, where no core is free to overlap it, so pieces are off by default: 0 = one
-// piece per bucket). In copy mode a bucket of one gradient is neither copied in nor back: it is
-// all-reduced where the caller keeps that gradient (Bucketer::Impl::reducesInPlace), so a large
-// last gradient that the layout isolates leaves only its all-reduce in the tail. Then one
-// all-gather of R = 2·nb + ⌈n/64⌉ u64 per
-// rank carries each rank's (start, done) timestamps per bucket and its used-parameter bitmap:
-// skew and unused parameters come from it, no barrier is added. Cost ≈ α + p·R·8·β (one small
-// message; the ranks are already aligned by the last bucket). Once, after the first communicating
-// step: a broadcast of 2n u32 from rank 0 with the rebuilt layout.
+// piece's copy back stays in the step's tail, not the whole last bucket's (BERT's 94 MB word
+// embedding: a copy of ~10 ms on the 2-core VM, where no core is free to overlap it, so pieces are
+// off by default: 0 = one piece per bucket). In copy mode a bucket of one gradient is neither
+// copied in nor back: it is all-reduced where the caller keeps that gradient
+// (Bucketer::Impl::reducesInPlace), so a large last gradient that the layout isolates leaves only
+// its all-reduce in the tail. Then one all-gather of R = 2·nb + ⌈n/64⌉ u64 per rank carries each
+// rank's (start, done) timestamps per bucket and its used-parameter bitmap: skew and unused
+// parameters come from it, no barrier is added. Cost ≈ α + p·R·8·β (one small message; the ranks
+// are already aligned by the last bucket). Once, after the first communicating step: a broadcast of
+// 2n u32 from rank 0 with the rebuilt layout.
 //
 // The tail hand-off (Impl::Tail): while the engine waits for the step's last bucket with
 // nothing in flight, it offers the rest of the step; finishStep, called before the engine has
@@ -57,10 +57,9 @@
 namespace braid {
 
 namespace {
-// How often the engine looks at an offered tail that nothing woke it for (Impl::Tail).
-// ResNet-50 in braid-train-bench --ranks 2 -m auto: the wake-up of the engine by the last mark
-// (a futex wake-up of the other rank's core's thread) landed inside the tail's all-reduce and
-// end-of-step exchange in most steps.
+// How often the engine looks at an offered tail that nothing woke it for (Impl::Tail): a
+// caller that takes longer than this from its last mark to finishStep gets its tail reduced by
+// the engine, at most this much later than a wake-up would have started it.
 constexpr int kTailPollMs = 2;
 
 double msBetween(uint64_t from, uint64_t to) {
@@ -368,8 +367,7 @@ bool Bucketer::Impl::advanceStep(bool engine) {
       return stop_ || (offer && tail_ == Tail::kCaller) ||
              buckets_[waitFor]->pending.load(std::memory_order_acquire) == 0;
     };
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
     bool ready = false;
     // The mark that completes an offered bucket does not wake this thread: it polls instead,
     // so a caller that reaches finishStep within kTailPollMs of its last mark runs the tail

@@ -481,7 +481,8 @@ void tailHandOff(Communicator& comm) {
   constexpr uint32_t kParams = 4;
   constexpr size_t kCount = 500;
   std::vector<std::vector<float>> g(kParams, std::vector<float>(kCount));
-  for (uint32_t i = 0; i < kParams; ++i) CHECK_OK(b.registerParam(i, kCount, DataType::kFloat32, "t" + std::to_string(i)), "register");
+  for (uint32_t i = 0; i < kParams; ++i)
+    CHECK_OK(b.registerParam(i, kCount, DataType::kFloat32, "t" + std::to_string(i)), "register");
   CHECK_OK(b.finalize(), "finalize");
   constexpr int kAwayMs = 60;
   int late = 0;
@@ -522,9 +523,11 @@ void tailHandOff(Communicator& comm) {
   // One step may lose its poll to a descheduled engine on a crowded machine.
   if (late > 1) {
     fail("late finishStep: the last bucket was reduced only when finishStep came in " +
-         std::to_string(late) + " of 6 steps (worst " + std::to_string(worst) + " ms after its mark)");
+         std::to_string(late) + " of 6 steps (worst " + std::to_string(worst) +
+         " ms after its mark)");
   }
-  if (comm.rank() == 0) printf("# late finishStep: tail done at most %.2f ms after its mark\n", worst);
+  if (comm.rank() == 0)
+    printf("# late finishStep: tail done at most %.2f ms after its mark\n", worst);
 }
 
 void metricsFile(Communicator& comm) {
