@@ -178,15 +178,19 @@ fi
 crowd=$(( $(nproc) * 2 ))
 [ "$crowd" -lt 4 ] && crowd=4
 [ "$crowd" -gt 8 ] && crowd=8
+# Five runs 2 s apart: an unsteady probe is rightly not cached, and once in ~25 runs of this
+# test (stop 42's rehearsal) all of three back-to-back probes were unsteady (one-way α 8.98 us
+# against 0.43 exchanged), on a VM whose vCPUs change placement every few seconds.
 rm -f "$dir"/fabric-*.txt
-for try in 1 2 3; do
+for try in 1 2 3 4 5; do
   "$perf" --ranks "$crowd" -T 120 -b 8 -e 8 -n 20 -w 5 >"$dir/crowd$try.log" 2>&1 ||
     { cat "$dir/crowd$try.log"; echo "FAIL: $crowd-rank run"; exit 1; }
   ls "$dir"/fabric-*.txt >/dev/null 2>&1 && break
   grep -h "calibration" "$dir/crowd$try.log" | sed 's/^.*WARN /not cached: /'
+  sleep 2
 done
 ls "$dir"/fabric-*.txt >/dev/null 2>&1 ||
-  { cat "$dir/crowd3.log"; echo "FAIL: $crowd ranks on $(nproc) cores: no fresh probe cached in 3 runs"; exit 1; }
+  { cat "$dir/crowd5.log"; echo "FAIL: $crowd ranks on $(nproc) cores: no fresh probe cached in 5 runs"; exit 1; }
 echo "ok: $crowd ranks on $(nproc) cores cached their probe (run $try)"
 # ... and the next run takes it as it is (before the fix, every run re-probed it: "predicts
 # 7.90 us ..., 19x the 0.41 us it takes"). Two tries: a busy moment may mislead one run.
