@@ -368,14 +368,13 @@ bool Bucketer::Impl::advanceStep(bool engine) {
              buckets_[waitFor]->pending.load(std::memory_order_acquire) == 0;
     };
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
-    bool ready = false;
     // The mark that completes an offered bucket does not wake this thread: it polls instead,
     // so a caller that reaches finishStep within kTailPollMs of its last mark runs the tail
     // with no wake-up landing in it, and one that does not is late by at most kTailPollMs.
-    while (!(ready = pred()) && std::chrono::steady_clock::now() < deadline) {
+    bool ready = pred();
+    while (!ready && std::chrono::steady_clock::now() < deadline) {
       const auto poll = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTailPollMs);
       ready = engineCv_.wait_until(lock, offer ? std::min(deadline, poll) : deadline, pred);
-      if (ready) break;
     }
     if (offer) {
       if (tail_ == Tail::kCaller) return false;
