@@ -555,7 +555,6 @@ Result<FabricModel> calibrateFabric(const ProbeContext& ctx, PendingCache* pendi
                      "copy's time per byte, more than a sound probe measures; re-probing (%s)",
                      1e-3 / cached->gammaUsPerByte,
                      cached->gammaUsPerByte / cached->copyAloneUsPerByte, cachePath.c_str());
-          cached = invalidArgument("implausible cached model");
         } else if (cached.isOk()) {
           plan = "cache " + cached->serialize();
         } else {
