@@ -39,7 +39,8 @@ typedef struct {
   int findUnused;             /* unmarked parameters count as unused */
   int rebuildLayout;          /* rebuild once from the observed ready order (default 1) */
   int maxInFlight;            /* bounded launch window (default 2) */
-  const char* metricsFile;    /* NULL = BRAID_METRICS_FILE */
+  const char* metricsFile;    /* NULL = BRAID_METRICS_FILE; written by the engine thread after
+                                 each finishStep, complete once the Bucketer is destroyed */
   const char* codec;          /* codec spec ("fp16", "powersgd:rank=4", ...); NULL = BRAID_CODEC */
   size_t codecMinBytes;       /* smaller buckets uncompressed; 0 = BRAID_CODEC_MIN_BYTES */
 } braidBucketerConfig_t;

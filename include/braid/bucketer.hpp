@@ -68,7 +68,9 @@ struct BucketerOptions {
   /// all-reduce per bucket). It pays where a core is free for the copy. Compressed buckets are
   /// never split.
   size_t pieceBytes = 0;
-  /// "" = BRAID_METRICS_FILE ("-" or unset: no file).
+  /// "" = BRAID_METRICS_FILE ("-" or unset: no file). The engine thread writes a step's line
+  /// (and rewrites FILE.prom) after finishStep() returns, before it runs the next step; every
+  /// line is written once the Bucketer is destroyed.
   std::string metricsFile;
   /// Gradient compression of float32 buckets of at least codecMinBytes: a codec spec as
   /// parseCodecSpec (compression/codec.h) takes it, e.g. "fp16", "powersgd:rank=4,start=100",
