@@ -1,6 +1,7 @@
 // braid-run: starts N local ranks of a program with torchrun-style variables.
 //   braid-run -n 4 [--file-store] [--timeout SECONDS] -- PROGRAM [ARGS...]
-// Exits 0 when every rank exited 0; otherwise prints each failing rank and exits 1.
+// Exits 0 when every rank exited 0, 77 when every rank exited 77 (the test convention for
+// "skipped", which CTest's SKIP_RETURN_CODE reads); otherwise prints each failing rank and exits 1.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +24,12 @@ int main(int argc, char** argv) {
       ++i;
       break;
     } else if (a == "-h" || a == "--help") {
-      printf("usage: braid-run -n RANKS [--file-store] [--timeout SECONDS] -- PROGRAM [ARGS...]\n"
-             "Starts RANKS local processes of PROGRAM with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-             "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (or BRAID_FILE_STORE\n"
-             "with --file-store). Exits 0 when every rank exits 0.\n");
+      printf(
+          "usage: braid-run -n RANKS [--file-store] [--timeout SECONDS] -- PROGRAM [ARGS...]\n"
+          "Starts RANKS local processes of PROGRAM with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+          "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (or BRAID_FILE_STORE\n"
+          "with --file-store). Exits 0 when every rank exits 0, 77 when every rank exits 77\n"
+          "(a test that skipped itself), 1 otherwise.\n");
       return 0;
     } else {
       break;
@@ -42,13 +45,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "braid-run: %s\n", result.status().toString().c_str());
     return 2;
   }
-  int bad = 0;
+  int bad = 0, skipped = 0;
   for (size_t r = 0; r < result->exitCodes.size(); ++r) {
+    if (result->exitCodes[r] == 77) ++skipped;
     if (result->exitCodes[r] != 0) {
       fprintf(stderr, "braid-run: rank %zu exited with %d\n", r, result->exitCodes[r]);
       ++bad;
     }
   }
   if (result->timedOut) fprintf(stderr, "braid-run: timed out; ranks were killed\n");
+  if (!result->timedOut && skipped > 0 &&
+      static_cast<size_t>(skipped) == result->exitCodes.size()) {
+    return 77;
+  }
   return bad == 0 && !result->timedOut ? 0 : 1;
 }

@@ -1,0 +1,32 @@
+// Where braid's own threads run.
+//
+// A rank's communicator worker (its asynchronous collectives) and its Bucketer engine run that
+// rank's share of every same-host collective they issue. Left to the scheduler, the two ranks'
+// threads on the 2-core VM shared one core for milliseconds at a time after they had slept:
+// 9 MiB all-reduces issued asynchronously 50 ms apart took 3.1-3.3 ms whenever both workers were
+// found on one CPU afterwards, against 1.0-1.3 ms on two (/proc/self/task/*/stat read after
+// each call). braid-train-bench --ranks 2 -m auto, BRAID_BIND_THREADS=off against auto in the
+// same binary, 4 alternated pairs: the bucket all-reduces before the tail took 0.46-0.71 ms at
+// the median and 1.31-1.44 ms at p75 against 0.95-1.01 and 1.62-1.95 (BERT-base), 1.23-1.35 and
+// 1.50-1.83 against 1.45-1.49 and 2.62-2.93 (GPT-2 small); BERT-base's exposed time 23.6-29.2
+// ms against 30.9-36.6. GPT-2's exposed time (its 154 MB tail, on finishStep's thread) and
+// ResNet-50's (6 more pairs) did not move beyond their noise.
+//
+// Rule (BRAID_BIND_THREADS=auto, the default): the CPUs in the calling thread's affinity mask, in
+// order, are cut into localSize contiguous groups whose sizes differ by at most one, and the
+// thread is restricted to group localRank. Nothing is bound when the mask holds fewer CPUs than
+// there are local ranks (ranks that share cores must be free to move), with one local rank,
+// or with BRAID_BIND_THREADS=off. Ranks the user bound to cores of their own keep to those
+// cores: the group is cut from each rank's own mask. Threads of the caller are never touched.
+#pragma once
+
+#include <string>
+
+namespace braid {
+
+/// Names the calling thread (`name`, at most 15 characters, as `top -H` and `perf` show it) and
+/// restricts it to local rank `localRank`'s group of CPUs by the rule above. Returns the CPUs it
+/// was restricted to as a list ("0", "4-7"), or "" when it was left unbound.
+std::string placeOwnThread(const char* name, int localRank, int localSize);
+
+}  // namespace braid
