@@ -49,6 +49,7 @@
 
 #include "braid/comm.hpp"
 #include "bucketing/bucketer_impl.h"
+#include "core/affinity.h"
 #include "core/clock.h"
 #include "core/copy.h"
 #include "core/log.h"
@@ -68,6 +69,7 @@ double msBetween(uint64_t from, uint64_t to) {
 }  // namespace
 
 void Bucketer::Impl::engineLoop() {
+  placeOwnThread("braid-engine", comm_->localRank(), comm_->localSize());
   for (;;) {
     std::function<void()> job;
     {

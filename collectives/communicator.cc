@@ -16,6 +16,7 @@
 
 #include "collectives/comm_impl.h"
 #include "collectives/selector/calibration.h"
+#include "core/affinity.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -1206,6 +1207,7 @@ std::shared_ptr<Work> Communicator::Impl::enqueue(Collective c, std::function<St
 }
 
 void Communicator::Impl::workerLoop() {
+  placeOwnThread("braid-worker", localRank_, static_cast<int>(localRanks_.size()));
   for (;;) {
     std::shared_ptr<WorkItem> item;
     {

@@ -59,9 +59,10 @@ std::string placeOwnThread(const char* name, int localRank, int localSize) {
   const std::string list = cpuList(group);
   static std::atomic<bool> said{false};  // one line per process
   if (!said.exchange(true)) {
-    BRAID_INFO("local rank %d of %d: braid's own threads run on CPUs %s of %s "
-               "(BRAID_BIND_THREADS=off leaves them unbound)",
-               localRank, localSize, list.c_str(), cpuList(cpus).c_str());
+    BRAID_INFO(
+        "local rank %d of %d: braid's own threads run on CPUs %s of %s "
+        "(BRAID_BIND_THREADS=off leaves them unbound)",
+        localRank, localSize, list.c_str(), cpuList(cpus).c_str());
   }
   return list;
 }

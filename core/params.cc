@@ -307,6 +307,10 @@ const std::vector<ParamDef>& paramTable() {
       {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", "",
        "Per-rank slot size in bytes of the intra-host shared segment used by the shm all-reduce "
        "(suffixes k, m, g)"},
+      {"BRAID_BIND_THREADS", ParamType::kEnum, "auto", "auto|off",
+       "braid's own threads (a communicator's worker, a Bucketer's engine): auto = with at least "
+       "as many CPUs in the process's affinity mask as local ranks, each local rank's threads "
+       "keep to their own contiguous share of those CPUs; off = left to the scheduler"},
       {"BRAID_SHM_STREAM", ParamType::kEnum, "auto", "auto|on|off",
        "Copies of 16 KiB and more into shared memory (segments, shm rings): on = non-temporal "
        "stores (to memory, not left dirty in this core's cache), off = plain stores, auto = what "

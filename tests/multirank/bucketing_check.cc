@@ -11,6 +11,8 @@
 // every dtype (i32, i64, f16, f32, f64), so sums are exact in any reduction order and the results
 // must be bit-identical; one f32 parameter per configuration gets random reals and is checked
 // against the bound |err| ≤ 2·(p+m)·2⁻²⁴·Σ|x| (p ranks, m micro-steps; reduction order differs).
+#include <dirent.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -569,6 +571,109 @@ void metricsFile(Communicator& comm) {
   unlink((file + ".prom").c_str());
 }
 
+// CPUs of a "0-1,4" list as a bit mask (CPUs below 64; the test machines have fewer).
+uint64_t cpuMask(const std::string& list) {
+  uint64_t mask = 0;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t end = list.find(',', i);
+    if (end == std::string::npos) end = list.size();
+    const std::string part = list.substr(i, end - i);
+    const size_t dash = part.find('-');
+    const int lo = atoi(part.c_str());
+    const int hi = dash == std::string::npos ? lo : atoi(part.c_str() + dash + 1);
+    for (int c = lo; c <= hi && c < 64; ++c) mask |= uint64_t{1} << c;
+    i = end + 1;
+  }
+  return mask;
+}
+
+// The threads of this process by name, with the CPUs each may run on (/proc/self/task).
+std::vector<std::pair<std::string, uint64_t>> threadCpus() {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    std::string name, line, cpus;
+    std::ifstream(dir + "/comm") >> name;
+    std::ifstream status(dir + "/status");
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find(':') + 1);
+    }
+    out.emplace_back(name, cpuMask(cpus.substr(cpus.find_first_not_of(" \t"))));
+  }
+  closedir(d);
+  return out;
+}
+
+// BRAID_BIND_THREADS (core/affinity.h): the communicator's worker and the Bucketer's engine,
+// found by name, are restricted to CPUs of their own, disjoint from the other local ranks',
+// (expectBound) or keep the process's CPUs (not bound: off, or fewer CPUs than local ranks).
+// *skipped when the machine cannot show binding (fewer CPUs than local ranks, on any rank).
+void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  sched_getaffinity(0, sizeof(own), &own);
+  int skip = expectBound && CPU_COUNT(&own) < comm.localSize() ? 1 : 0;
+  CHECK_OK(comm.allReduce(&skip, &skip, 1, DataType::kInt32, ReduceOp::kMax), "skip vote");
+  *skipped = skip != 0;
+  if (*skipped) {
+    if (comm.rank() == 0) printf("# threads: fewer CPUs than local ranks here; skipped\n");
+    return;
+  }
+  std::vector<float> x(1000, 1.0f);
+  auto w = comm.allReduceAsync(x.data(), x.data(), x.size(), DataType::kFloat32, ReduceOp::kSum);
+  CHECK_OK(w.status(), "allReduceAsync");
+  if (w.isOk()) CHECK_OK((*w)->wait(), "wait");
+  auto cb = Bucketer::create(&comm, BucketerOptions());
+  CHECK_OK(cb.status(), "create");
+  if (!cb.isOk()) return;
+  CHECK_OK((*cb)->registerParam(0, x.size(), DataType::kFloat32), "register");
+  CHECK_OK((*cb)->finalize(), "finalize");
+  CHECK_OK((*cb)->beginStep(), "beginStep");
+  CHECK_OK((*cb)->markReady(0, x.data()), "markReady");
+  CHECK_OK((*cb)->finishStep().status(), "finishStep");
+  uint64_t process = 0;
+  for (int c = 0; c < 64; ++c) process |= CPU_ISSET(c, &own) ? uint64_t{1} << c : 0;
+  uint64_t worker = 0, engine = 0;
+  int workers = 0, engines = 0;
+  for (const auto& [name, mask] : threadCpus()) {
+    if (name == "braid-worker") {
+      ++workers;
+      worker |= mask;
+    } else if (name == "braid-engine") {
+      ++engines;
+      engine |= mask;
+    }
+  }
+  if (workers != 1 || engines != 1) {
+    fail("expected one braid-worker and one braid-engine thread, found " + std::to_string(workers) +
+         " and " + std::to_string(engines));
+  }
+  if (!expectBound) {
+    if (worker != process || engine != process) {
+      fail("unbound threads expected on the process's CPUs " + std::to_string(process) +
+           ", worker has " + std::to_string(worker) + ", engine " + std::to_string(engine));
+    }
+    return;
+  }
+  if (worker == 0 || (worker & ~process) != 0 || worker == process || engine != worker) {
+    fail("worker CPUs " + std::to_string(worker) + " and engine CPUs " + std::to_string(engine) +
+         " are not one share of the process's " + std::to_string(process));
+  }
+  // Disjoint from every other local rank's share (every rank here is on one host).
+  std::vector<uint64_t> all(static_cast<size_t>(comm.size()), 0);
+  CHECK_OK(comm.allGather(&worker, all.data(), 1, DataType::kUint64), "allGather");
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r != comm.rank() && (all[static_cast<size_t>(r)] & worker) != 0) {
+      fail("rank " + std::to_string(r) + "'s worker shares CPUs with this rank's: " +
+           std::to_string(all[static_cast<size_t>(r)]) + " and " + std::to_string(worker));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid::test
 
@@ -596,7 +701,26 @@ int main(int argc, char** argv) {
   else if (scenario == "straggler") test::straggler(**comm);
   else if (scenario == "metrics") test::metricsFile(**comm);
   else if (scenario == "tail") test::tailHandOff(**comm);
-  else {
+  else if (scenario == "threads-bound" || scenario == "threads-unbound" ||
+           scenario == "threads-crowded") {
+    if (scenario == "threads-crowded") {
+      // One CPU for this rank's threads, fewer than the local ranks: braid must not bind.
+      cpu_set_t own, one;
+      CPU_ZERO(&own);
+      CPU_ZERO(&one);
+      sched_getaffinity(0, sizeof(own), &own);
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &own)) {
+          CPU_SET(c, &one);
+          break;
+        }
+      }
+      sched_setaffinity(0, sizeof(one), &one);
+    }
+    bool skipped = false;
+    test::threadPlacement(**comm, scenario == "threads-bound", &skipped);
+    if (skipped) return 77;
+  } else {
     fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
   }
