@@ -69,7 +69,7 @@ double msBetween(uint64_t from, uint64_t to) {
 }  // namespace
 
 void Bucketer::Impl::engineLoop() {
-  placeOwnThread("braid-engine", comm_->localRank(), comm_->localSize());
+  placeOwnThread("braid-engine");
   for (;;) {
     std::function<void()> job;
     {

@@ -467,6 +467,9 @@ Status Communicator::Impl::init(CommOptions options) {
     for (int r = 0; r < size_; ++r) ++ranksOn[machineOf(r)];
     for (const auto& [machine, n] : ranksOn) ranksPerMachine_ = std::max(ranksPerMachine_, n);
     ranksOnMyMachine_ = ranksOn[machineOf(rank_)];
+    int machineIndex = 0;  // among the ranks on this machine, in rank order
+    for (int r = 0; r < rank_; ++r) machineIndex += machineOf(r) == machineOf(rank_) ? 1 : 0;
+    chooseOwnThreadCpus(machineIndex, ranksOnMyMachine_);
   }
   for (int r = 0; r < size_; ++r) {
     if (hostOf_[r] == hostOf_[rank_]) {
@@ -1207,7 +1210,7 @@ std::shared_ptr<Work> Communicator::Impl::enqueue(Collective c, std::function<St
 }
 
 void Communicator::Impl::workerLoop() {
-  placeOwnThread("braid-worker", localRank_, static_cast<int>(localRanks_.size()));
+  placeOwnThread("braid-worker");
   for (;;) {
     std::shared_ptr<WorkItem> item;
     {

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "core/log.h"
@@ -26,12 +26,20 @@ std::string cpuList(const std::vector<int>& cpus) {
   return out;
 }
 
+// The share chosen for this process's own threads (chooseOwnThreadCpus).
+std::mutex gMu;
+bool gChosen = false;
+bool gBind = false;
+cpu_set_t gShare;
+
 }  // namespace
 
-std::string placeOwnThread(const char* name, int localRank, int localSize) {
-  pthread_setname_np(pthread_self(), name);
-  if (paramString("BRAID_BIND_THREADS") == "off" || localSize <= 1 || localRank < 0 ||
-      localRank >= localSize) {
+std::string chooseOwnThreadCpus(int machineIndex, int machineRanks) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (gChosen) return "";
+  gChosen = true;
+  if (paramString("BRAID_BIND_THREADS") == "off" || machineRanks <= 1 || machineIndex < 0 ||
+      machineIndex >= machineRanks) {
     return "";
   }
   cpu_set_t mask;
@@ -41,30 +49,35 @@ std::string placeOwnThread(const char* name, int localRank, int localSize) {
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &mask)) cpus.push_back(c);
   }
-  const size_t n = cpus.size(), l = static_cast<size_t>(localSize);
+  const size_t n = cpus.size(), l = static_cast<size_t>(machineRanks);
   if (n < l) return "";
-  // Group r holds cpus[r*n/l, (r+1)*n/l): contiguous, sizes n/l or n/l + 1.
-  const size_t r = static_cast<size_t>(localRank);
-  std::vector<int> group(cpus.begin() + static_cast<long>(r * n / l),
-                         cpus.begin() + static_cast<long>((r + 1) * n / l));
-  cpu_set_t bound;
-  CPU_ZERO(&bound);
-  for (int c : group) CPU_SET(c, &bound);
-  const int err = pthread_setaffinity_np(pthread_self(), sizeof(bound), &bound);
-  if (err != 0) {
-    BRAID_WARN("%s thread of local rank %d: cannot restrict it to CPUs %s (error %d); left unbound",
-               name, localRank, cpuList(group).c_str(), err);
-    return "";
-  }
+  // Group i holds cpus[i*n/l, (i+1)*n/l): contiguous, sizes n/l or n/l + 1.
+  const size_t i = static_cast<size_t>(machineIndex);
+  const std::vector<int> group(cpus.begin() + static_cast<long>(i * n / l),
+                               cpus.begin() + static_cast<long>((i + 1) * n / l));
+  CPU_ZERO(&gShare);
+  for (int c : group) CPU_SET(c, &gShare);
+  gBind = true;
   const std::string list = cpuList(group);
-  static std::atomic<bool> said{false};  // one line per process
-  if (!said.exchange(true)) {
-    BRAID_INFO(
-        "local rank %d of %d: braid's own threads run on CPUs %s of %s "
-        "(BRAID_BIND_THREADS=off leaves them unbound)",
-        localRank, localSize, list.c_str(), cpuList(cpus).c_str());
-  }
+  BRAID_INFO(
+      "rank %d of %d on this machine: braid's own threads run on CPUs %s of %s "
+      "(BRAID_BIND_THREADS=off leaves them unbound)",
+      machineIndex, machineRanks, list.c_str(), cpuList(cpus).c_str());
   return list;
+}
+
+void placeOwnThread(const char* name) {
+  pthread_setname_np(pthread_self(), name);
+  cpu_set_t share;
+  {
+    std::lock_guard<std::mutex> lock(gMu);
+    if (!gBind) return;
+    share = gShare;
+  }
+  const int err = pthread_setaffinity_np(pthread_self(), sizeof(share), &share);
+  if (err != 0) {
+    BRAID_WARN("%s thread: cannot restrict it to its CPUs (error %d); left unbound", name, err);
+  }
 }
 
 }  // namespace braid

@@ -12,21 +12,27 @@
 // ms against 30.9-36.6. GPT-2's exposed time (its 154 MB tail, on finishStep's thread) and
 // ResNet-50's (6 more pairs) did not move beyond their noise.
 //
-// Rule (BRAID_BIND_THREADS=auto, the default): the CPUs in the calling thread's affinity mask, in
-// order, are cut into localSize contiguous groups whose sizes differ by at most one, and the
-// thread is restricted to group localRank. Nothing is bound when the mask holds fewer CPUs than
-// there are local ranks (ranks that share cores must be free to move), with one local rank,
-// or with BRAID_BIND_THREADS=off. Ranks the user bound to cores of their own keep to those
-// cores: the group is cut from each rank's own mask. Threads of the caller are never touched.
+// Rule (BRAID_BIND_THREADS=auto, the default), decided once per process when its first
+// communicator is created: the CPUs in the creating thread's affinity mask, in order, are cut
+// into as many contiguous groups as there are ranks on this machine (emulated hosts in network
+// namespaces share one machine), whose sizes differ by at most one, and this rank's threads keep
+// to group `machineIndex`. Nothing is bound when the mask holds fewer CPUs than the machine has
+// ranks (ranks that share cores must be free to move), with one rank, or with
+// BRAID_BIND_THREADS=off. Ranks the user bound to cores of their own keep to those cores: the
+// group is cut from each rank's own mask. Threads of the caller are never touched.
 #pragma once
 
 #include <string>
 
 namespace braid {
 
+/// Decides this process's share of the CPUs by the rule above from its index among the ranks on
+/// its machine and their number. The first call in a process decides; later ones do nothing.
+/// Returns the share as a CPU list ("0", "4-7"), "" when braid's threads stay unbound.
+std::string chooseOwnThreadCpus(int machineIndex, int machineRanks);
+
 /// Names the calling thread (`name`, at most 15 characters, as `top -H` and `perf` show it) and
-/// restricts it to local rank `localRank`'s group of CPUs by the rule above. Returns the CPUs it
-/// was restricted to as a list ("0", "4-7"), or "" when it was left unbound.
-std::string placeOwnThread(const char* name, int localRank, int localSize);
+/// restricts it to the share chosen (left unbound when none was, or none was chosen yet).
+void placeOwnThread(const char* name);
 
 }  // namespace braid

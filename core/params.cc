@@ -309,7 +309,7 @@ const std::vector<ParamDef>& paramTable() {
        "(suffixes k, m, g)"},
       {"BRAID_BIND_THREADS", ParamType::kEnum, "auto", "auto|off",
        "braid's own threads (a communicator's worker, a Bucketer's engine): auto = with at least "
-       "as many CPUs in the process's affinity mask as local ranks, each local rank's threads "
+       "as many CPUs in the process's affinity mask as ranks on the machine, each rank's threads "
        "keep to their own contiguous share of those CPUs; off = left to the scheduler"},
       {"BRAID_SHM_STREAM", ParamType::kEnum, "auto", "auto|on|off",
        "Copies of 16 KiB and more into shared memory (segments, shm rings): on = non-temporal "

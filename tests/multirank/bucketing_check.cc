@@ -609,8 +609,8 @@ std::vector<std::pair<std::string, uint64_t>> threadCpus() {
 }
 
 // BRAID_BIND_THREADS (core/affinity.h): the communicator's worker and the Bucketer's engine,
-// found by name, are restricted to CPUs of their own, disjoint from the other local ranks',
-// (expectBound) or keep the process's CPUs (not bound: off, or fewer CPUs than local ranks).
+// found by name, are restricted to CPUs of their own, disjoint from the other ranks' on this
+// machine (expectBound), or keep the process's CPUs (not bound: off, or fewer CPUs than ranks).
 // *skipped when the machine cannot show binding (fewer CPUs than local ranks, on any rank).
 void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
   cpu_set_t own;
@@ -688,6 +688,21 @@ int main(int argc, char** argv) {
     else if (a == "--seed" && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
     else if (a == "--configs" && i + 1 < argc) configs = atoi(argv[++i]);
   }
+  if (scenario == "threads-crowded") {
+    // One CPU for this rank, fewer than the ranks on the machine, before braid decides where its
+    // threads run (at the first communicator): it must leave them unbound.
+    cpu_set_t own, one;
+    CPU_ZERO(&own);
+    CPU_ZERO(&one);
+    sched_getaffinity(0, sizeof(own), &own);
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &own)) {
+        CPU_SET(c, &one);
+        break;
+      }
+    }
+    sched_setaffinity(0, sizeof(one), &one);
+  }
   auto comm = Communicator::createFromEnvironment();
   if (!comm.isOk()) {
     fprintf(stderr, "bucketing_check: %s\n", comm.status().toString().c_str());
@@ -701,22 +716,16 @@ int main(int argc, char** argv) {
   else if (scenario == "straggler") test::straggler(**comm);
   else if (scenario == "metrics") test::metricsFile(**comm);
   else if (scenario == "tail") test::tailHandOff(**comm);
-  else if (scenario == "threads-bound" || scenario == "threads-unbound" ||
-           scenario == "threads-crowded") {
-    if (scenario == "threads-crowded") {
-      // One CPU for this rank's threads, fewer than the local ranks: braid must not bind.
-      cpu_set_t own, one;
-      CPU_ZERO(&own);
-      CPU_ZERO(&one);
-      sched_getaffinity(0, sizeof(own), &own);
-      for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (CPU_ISSET(c, &own)) {
-          CPU_SET(c, &one);
-          break;
-        }
-      }
-      sched_setaffinity(0, sizeof(one), &one);
-    }
+  else if (scenario == "threads-auto") {
+    // Every rank of these runs is on this machine (emulated hosts included): bound exactly when
+    // each has a CPU of its own.
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    sched_getaffinity(0, sizeof(own), &own);
+    bool skipped = false;
+    test::threadPlacement(**comm, CPU_COUNT(&own) >= (*comm)->size(), &skipped);
+  } else if (scenario == "threads-bound" || scenario == "threads-unbound" ||
+             scenario == "threads-crowded") {
     bool skipped = false;
     test::threadPlacement(**comm, scenario == "threads-bound", &skipped);
     if (skipped) return 77;
