@@ -8,23 +8,10 @@
 
 #include "core/log.h"
 #include "core/params.h"
+#include "core/text.h"
 
 namespace braid {
 namespace {
-
-// "0,2-3": CPUs in ascending order, runs collapsed.
-std::string cpuList(const std::vector<int>& cpus) {
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 // The share chosen for this process's own threads (chooseOwnThreadCpus).
 std::mutex gMu;
@@ -58,11 +45,11 @@ std::string chooseOwnThreadCpus(int machineIndex, int machineRanks) {
   CPU_ZERO(&gShare);
   for (int c : group) CPU_SET(c, &gShare);
   gBind = true;
-  const std::string list = cpuList(group);
+  const std::string list = formatCpuList(group);
   BRAID_INFO(
       "rank %d of %d on this machine: braid's own threads run on CPUs %s of %s "
       "(BRAID_BIND_THREADS=off leaves them unbound)",
-      machineIndex, machineRanks, list.c_str(), cpuList(cpus).c_str());
+      machineIndex, machineRanks, list.c_str(), formatCpuList(cpus).c_str());
   return list;
 }
 

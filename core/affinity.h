@@ -9,8 +9,8 @@
 // same binary, 4 alternated pairs: the bucket all-reduces before the tail took 0.46-0.71 ms at
 // the median and 1.31-1.44 ms at p75 against 0.95-1.01 and 1.62-1.95 (BERT-base), 1.23-1.35 and
 // 1.50-1.83 against 1.45-1.49 and 2.62-2.93 (GPT-2 small); BERT-base's exposed time 23.6-29.2
-// ms against 30.9-36.6. GPT-2's exposed time (its 154 MB tail, on finishStep's thread) and
-// ResNet-50's (6 more pairs) did not move beyond their noise.
+// ms against 30.9-36.6. GPT-2's exposed time (mostly its 154 MB tail, a memory-bound
+// all-reduce) and ResNet-50's (6 more pairs) did not move beyond their noise.
 //
 // Rule (BRAID_BIND_THREADS=auto, the default), decided once per process when its first
 // communicator is created: the CPUs in the creating thread's affinity mask, in order, are cut

@@ -136,20 +136,6 @@ int pciDistance(const Host& host, const std::string& a, const std::string& b) {
   return 4;
 }
 
-std::string formatCpuList(const std::vector<int>& cpus) {
-  std::string out;
-  size_t i = 0;
-  while (i < cpus.size()) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 bool parseCpuList(const std::string& text, std::vector<int>* out) {
   out->clear();
   if (text.empty()) return true;

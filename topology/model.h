@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
+
 namespace braid::topo {
 
 /// A processor package.
@@ -117,8 +119,9 @@ int pciDistance(const Host& host, const std::string& a, const std::string& b);
 /// Human-readable multi-line summary (what `braid-info topo` prints).
 std::string describe(const Topology& topology);
 
-/// "0-3,8,10-11" for a sorted list; parseCpuList reads it back (false when malformed).
-std::string formatCpuList(const std::vector<int>& cpus);
+/// "0-3,8,10-11" for a sorted list (core/text.h); parseCpuList reads it back (false when
+/// malformed).
+using braid::formatCpuList;
 bool parseCpuList(const std::string& text, std::vector<int>* out);
 
 }  // namespace braid::topo

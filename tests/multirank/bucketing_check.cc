@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bitset>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -571,26 +572,35 @@ void metricsFile(Communicator& comm) {
   unlink((file + ".prom").c_str());
 }
 
-// CPUs of a "0-1,4" list as a bit mask (CPUs below 64; the test machines have fewer).
-uint64_t cpuMask(const std::string& list) {
-  uint64_t mask = 0;
-  size_t i = 0;
-  while (i < list.size()) {
+// CPUs of a "0-1,4" list, as a set (every CPU number a cpu_set_t can name).
+using CpuBits = std::bitset<CPU_SETSIZE>;
+CpuBits cpuBits(const std::string& list) {
+  CpuBits bits;
+  size_t i = list.find_first_not_of(" \t");
+  while (i != std::string::npos && i < list.size()) {
     size_t end = list.find(',', i);
     if (end == std::string::npos) end = list.size();
     const std::string part = list.substr(i, end - i);
     const size_t dash = part.find('-');
     const int lo = atoi(part.c_str());
     const int hi = dash == std::string::npos ? lo : atoi(part.c_str() + dash + 1);
-    for (int c = lo; c <= hi && c < 64; ++c) mask |= uint64_t{1} << c;
+    for (int c = lo; c <= hi && c < CPU_SETSIZE; ++c) bits.set(static_cast<size_t>(c));
     i = end + 1;
   }
-  return mask;
+  return bits;
+}
+
+std::string cpuText(const CpuBits& bits) {
+  std::string out;
+  for (size_t c = 0; c < bits.size(); ++c) {
+    if (bits.test(c)) out += (out.empty() ? "" : ",") + std::to_string(c);
+  }
+  return "{" + out + "}";
 }
 
 // The threads of this process by name, with the CPUs each may run on (/proc/self/task).
-std::vector<std::pair<std::string, uint64_t>> threadCpus() {
-  std::vector<std::pair<std::string, uint64_t>> out;
+std::vector<std::pair<std::string, CpuBits>> threadCpus() {
+  std::vector<std::pair<std::string, CpuBits>> out;
   DIR* d = opendir("/proc/self/task");
   if (d == nullptr) return out;
   while (dirent* e = readdir(d)) {
@@ -602,7 +612,7 @@ std::vector<std::pair<std::string, uint64_t>> threadCpus() {
     while (std::getline(status, line)) {
       if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find(':') + 1);
     }
-    out.emplace_back(name, cpuMask(cpus.substr(cpus.find_first_not_of(" \t"))));
+    out.emplace_back(name, cpuBits(cpus));
   }
   closedir(d);
   return out;
@@ -635,17 +645,17 @@ void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
   CHECK_OK((*cb)->beginStep(), "beginStep");
   CHECK_OK((*cb)->markReady(0, x.data()), "markReady");
   CHECK_OK((*cb)->finishStep().status(), "finishStep");
-  uint64_t process = 0;
-  for (int c = 0; c < 64; ++c) process |= CPU_ISSET(c, &own) ? uint64_t{1} << c : 0;
-  uint64_t worker = 0, engine = 0;
+  CpuBits process;
+  for (int c = 0; c < CPU_SETSIZE; ++c) process.set(static_cast<size_t>(c), CPU_ISSET(c, &own));
+  CpuBits worker, engine;
   int workers = 0, engines = 0;
-  for (const auto& [name, mask] : threadCpus()) {
+  for (const auto& [name, cpus] : threadCpus()) {
     if (name == "braid-worker") {
       ++workers;
-      worker |= mask;
+      worker |= cpus;
     } else if (name == "braid-engine") {
       ++engines;
-      engine |= mask;
+      engine |= cpus;
     }
   }
   if (workers != 1 || engines != 1) {
@@ -654,22 +664,30 @@ void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
   }
   if (!expectBound) {
     if (worker != process || engine != process) {
-      fail("unbound threads expected on the process's CPUs " + std::to_string(process) +
-           ", worker has " + std::to_string(worker) + ", engine " + std::to_string(engine));
+      fail("unbound threads expected on the process's CPUs " + cpuText(process) + ", worker has " +
+           cpuText(worker) + ", engine " + cpuText(engine));
     }
     return;
   }
-  if (worker == 0 || (worker & ~process) != 0 || worker == process || engine != worker) {
-    fail("worker CPUs " + std::to_string(worker) + " and engine CPUs " + std::to_string(engine) +
-         " are not one share of the process's " + std::to_string(process));
+  if (worker.none() || (worker & ~process).any() || worker == process || engine != worker) {
+    fail("worker CPUs " + cpuText(worker) + " and engine CPUs " + cpuText(engine) +
+         " are not one share of the process's " + cpuText(process));
   }
-  // Disjoint from every other local rank's share (every rank here is on one host).
-  std::vector<uint64_t> all(static_cast<size_t>(comm.size()), 0);
-  CHECK_OK(comm.allGather(&worker, all.data(), 1, DataType::kUint64), "allGather");
+  // Disjoint from every other rank's share (every rank of these runs is on this machine).
+  std::vector<uint8_t> mine(CPU_SETSIZE / 8, 0);
+  for (size_t c = 0; c < worker.size(); ++c) {
+    if (worker.test(c)) mine[c / 8] = static_cast<uint8_t>(mine[c / 8] | (1u << (c % 8)));
+  }
+  std::vector<uint8_t> all(mine.size() * static_cast<size_t>(comm.size()), 0);
+  CHECK_OK(comm.allGather(mine.data(), all.data(), mine.size(), DataType::kUint8), "allGather");
   for (int r = 0; r < comm.size(); ++r) {
-    if (r != comm.rank() && (all[static_cast<size_t>(r)] & worker) != 0) {
-      fail("rank " + std::to_string(r) + "'s worker shares CPUs with this rank's: " +
-           std::to_string(all[static_cast<size_t>(r)]) + " and " + std::to_string(worker));
+    if (r == comm.rank()) continue;
+    for (size_t k = 0; k < mine.size(); ++k) {
+      if ((all[static_cast<size_t>(r) * mine.size() + k] & mine[k]) != 0) {
+        fail("rank " + std::to_string(r) + "'s worker shares a CPU with this rank's " +
+             cpuText(worker));
+        break;
+      }
     }
   }
 }
