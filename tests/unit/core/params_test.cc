@@ -52,6 +52,7 @@ const Expected kExpected[] = {
     {"BRAID_SHM_RING_BYTES", ParamType::kInt, "4194304", ""},
     {"BRAID_CHUNK_BYTES", ParamType::kInt, "1048576", ""},
     {"BRAID_SHM_SEGMENT_BYTES", ParamType::kInt, "8388608", ""},
+    {"BRAID_BIND_THREADS", ParamType::kEnum, "auto", "auto|off"},
     {"BRAID_SHM_STREAM", ParamType::kEnum, "auto", "auto|on|off"},
     {"BRAID_SHM_CMA", ParamType::kEnum, "auto", "auto|on|off"},
     {"BRAID_SHM_SPIN_US", ParamType::kInt, "1000", ""},
