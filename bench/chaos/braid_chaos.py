@@ -318,6 +318,7 @@ def run_injection(args, plan):
             inject_ns = reps[plan["victim"]]["inject_ns"]
             if inject_ns is None:
                 problems.append("not_reached")
+        worst_ns = 0  # the last survivor's error, after the fault
         for r in range(ranks):
             rep = reps[r]
             if rep["wrong"]:
@@ -328,9 +329,10 @@ def run_injection(args, plan):
             if err is None:
                 problems.append("no_error")
                 continue
-            if inject_ns is not None and \
-                    err["ns"] - inject_ns > (args.timeout_ms + args.slack_ms) * 1e6:
-                problems.append("late")
+            if inject_ns is not None:
+                worst_ns = max(worst_ns, err["ns"] - inject_ns)
+                if err["ns"] - inject_ns > (args.timeout_ms + args.slack_ms) * 1e6:
+                    problems.append("late")
             if not names_culprit(plan, r, err["message"]):
                 problems.append("unnamed")
             if rep.get("fds_after") is None:
@@ -355,7 +357,8 @@ def run_injection(args, plan):
         bucketer_errors = [r for r in survivors
                            if reps[r]["error"] and reps[r]["error"]["kind"] == "bucketer"]
         details = {"plan": plan, "problems": sorted(set(problems)), "shm_left": left,
-                   "inject_ns": inject_ns, "reports": reps, "bucketer_errors": bucketer_errors}
+                   "inject_ns": inject_ns, "reports": reps, "bucketer_errors": bucketer_errors,
+                   "last_error_s": round(worst_ns * 1e-9, 2) if inject_ns is not None else None}
         return sorted(set(problems)), details
     finally:
         job.kill_all()
@@ -483,6 +486,8 @@ def main(argv):
                 "(%.1f s)" % (i, seed, plan["fault"], plan["transport"], plan["ranks"],
                               plan["hosts"], plan["victim"], plan["fault_at"], plan["fault_op"],
                               ",".join(problems) or "ok", details["seconds"])
+            if details.get("last_error_s"):
+                line += ", last error %.1f s after the fault" % details["last_error_s"]
             print(line, flush=True)
             if args.replay is not None or problems:
                 for r, rep in sorted(details["reports"].items()):
