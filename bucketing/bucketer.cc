@@ -602,8 +602,8 @@ Result<StepMetrics> Bucketer::finishStep() {
   if (!m.metricsPath_.empty() && status.isOk()) {
     // On the engine thread, after this step and before the next: the two files cost 0.4-1.7 ms
     // of open/write/rename on the 2-core VM's ext4 (6 writes 0.4 s apart), which the caller's
-    // step would otherwise pay (ResNet-50's whole exposed time is ~0.3 ms there). The engine drains its jobs before
-    // the Bucketer is destroyed, so every line is in the file by then.
+    // step would otherwise pay (ResNet-50's whole exposed time is ~0.3 ms there). The engine
+    // drains its jobs before the Bucketer is destroyed, so every line is in the file by then.
     {
       std::lock_guard<std::mutex> lock(m.mu_);
       m.jobs_.push_back([&m, metrics = out] { m.writeMetricsFile(metrics); });

@@ -22,14 +22,12 @@
 // group is cut from each rank's own mask. Threads of the caller are never touched.
 #pragma once
 
-#include <string>
-
 namespace braid {
 
 /// Decides this process's share of the CPUs by the rule above from its index among the ranks on
-/// its machine and their number. The first call in a process decides; later ones do nothing.
-/// Returns the share as a CPU list ("0", "4-7"), "" when braid's threads stay unbound.
-std::string chooseOwnThreadCpus(int machineIndex, int machineRanks);
+/// its machine and their number (one INFO line says which). The first call in a process decides;
+/// later ones do nothing.
+void chooseOwnThreadCpus(int machineIndex, int machineRanks);
 
 /// Names the calling thread (`name`, at most 15 characters, as `top -H` and `perf` show it) and
 /// restricts it to the share chosen (left unbound when none was, or none was chosen yet).

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bitset>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +33,8 @@
 #include "braid/bucketer.hpp"
 #include "braid/comm.hpp"
 #include "core/reduce.h"
+#include "core/text.h"
+#include "topology/model.h"
 
 namespace braid::test {
 namespace {
@@ -572,47 +573,23 @@ void metricsFile(Communicator& comm) {
   unlink((file + ".prom").c_str());
 }
 
-// CPUs of a "0-1,4" list, as a set (every CPU number a cpu_set_t can name).
-using CpuBits = std::bitset<CPU_SETSIZE>;
-CpuBits cpuBits(const std::string& list) {
-  CpuBits bits;
-  size_t i = list.find_first_not_of(" \t");
-  while (i != std::string::npos && i < list.size()) {
-    size_t end = list.find(',', i);
-    if (end == std::string::npos) end = list.size();
-    const std::string part = list.substr(i, end - i);
-    const size_t dash = part.find('-');
-    const int lo = atoi(part.c_str());
-    const int hi = dash == std::string::npos ? lo : atoi(part.c_str() + dash + 1);
-    for (int c = lo; c <= hi && c < CPU_SETSIZE; ++c) bits.set(static_cast<size_t>(c));
-    i = end + 1;
-  }
-  return bits;
-}
-
-std::string cpuText(const CpuBits& bits) {
-  std::string out;
-  for (size_t c = 0; c < bits.size(); ++c) {
-    if (bits.test(c)) out += (out.empty() ? "" : ",") + std::to_string(c);
-  }
-  return "{" + out + "}";
-}
-
 // The threads of this process by name, with the CPUs each may run on (/proc/self/task).
-std::vector<std::pair<std::string, CpuBits>> threadCpus() {
-  std::vector<std::pair<std::string, CpuBits>> out;
+std::vector<std::pair<std::string, std::vector<int>>> threadCpus() {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
   DIR* d = opendir("/proc/self/task");
   if (d == nullptr) return out;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
     const std::string dir = std::string("/proc/self/task/") + e->d_name;
-    std::string name, line, cpus;
+    std::string name, line, list;
     std::ifstream(dir + "/comm") >> name;
     std::ifstream status(dir + "/status");
     while (std::getline(status, line)) {
-      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find(':') + 1);
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) list = line.substr(line.find(':') + 1);
     }
-    out.emplace_back(name, cpuBits(cpus));
+    std::vector<int> cpus;
+    if (!topo::parseCpuList(trimBlanks(list), &cpus)) fail("unreadable CPU list: " + list);
+    out.emplace_back(name, cpus);
   }
   closedir(d);
   return out;
@@ -645,39 +622,42 @@ void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
   CHECK_OK((*cb)->beginStep(), "beginStep");
   CHECK_OK((*cb)->markReady(0, x.data()), "markReady");
   CHECK_OK((*cb)->finishStep().status(), "finishStep");
-  CpuBits process;
-  for (int c = 0; c < CPU_SETSIZE; ++c) process.set(static_cast<size_t>(c), CPU_ISSET(c, &own));
-  CpuBits worker, engine;
+  std::vector<int> process;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &own)) process.push_back(c);
+  }
+  std::vector<int> worker, engine;
   int workers = 0, engines = 0;
   for (const auto& [name, cpus] : threadCpus()) {
     if (name == "braid-worker") {
       ++workers;
-      worker |= cpus;
+      worker = cpus;
     } else if (name == "braid-engine") {
       ++engines;
-      engine |= cpus;
+      engine = cpus;
     }
   }
   if (workers != 1 || engines != 1) {
     fail("expected one braid-worker and one braid-engine thread, found " + std::to_string(workers) +
          " and " + std::to_string(engines));
+    return;
   }
   if (!expectBound) {
     if (worker != process || engine != process) {
-      fail("unbound threads expected on the process's CPUs " + cpuText(process) + ", worker has " +
-           cpuText(worker) + ", engine " + cpuText(engine));
+      fail("unbound threads expected on the process's CPUs " + formatCpuList(process) +
+           ", worker has " + formatCpuList(worker) + ", engine " + formatCpuList(engine));
     }
     return;
   }
-  if (worker.none() || (worker & ~process).any() || worker == process || engine != worker) {
-    fail("worker CPUs " + cpuText(worker) + " and engine CPUs " + cpuText(engine) +
-         " are not one share of the process's " + cpuText(process));
+  if (worker.empty() ||
+      !std::includes(process.begin(), process.end(), worker.begin(), worker.end()) ||
+      worker == process || engine != worker) {
+    fail("worker CPUs " + formatCpuList(worker) + " and engine CPUs " + formatCpuList(engine) +
+         " are not one share of the process's " + formatCpuList(process));
   }
   // Disjoint from every other rank's share (every rank of these runs is on this machine).
   std::vector<uint8_t> mine(CPU_SETSIZE / 8, 0);
-  for (size_t c = 0; c < worker.size(); ++c) {
-    if (worker.test(c)) mine[c / 8] = static_cast<uint8_t>(mine[c / 8] | (1u << (c % 8)));
-  }
+  for (int c : worker) mine[static_cast<size_t>(c) / 8] |= static_cast<uint8_t>(1u << (c % 8));
   std::vector<uint8_t> all(mine.size() * static_cast<size_t>(comm.size()), 0);
   CHECK_OK(comm.allGather(mine.data(), all.data(), mine.size(), DataType::kUint8), "allGather");
   for (int r = 0; r < comm.size(); ++r) {
@@ -685,7 +665,7 @@ void threadPlacement(Communicator& comm, bool expectBound, bool* skipped) {
     for (size_t k = 0; k < mine.size(); ++k) {
       if ((all[static_cast<size_t>(r) * mine.size() + k] & mine[k]) != 0) {
         fail("rank " + std::to_string(r) + "'s worker shares a CPU with this rank's " +
-             cpuText(worker));
+             formatCpuList(worker));
         break;
       }
     }
